@@ -1,0 +1,126 @@
+"""Loading a problem folder (manifest.json + reference.py) and calling its contract.
+
+The contract a problem author writes:
+
+    class Model(torch.nn.Module)            # forward(*inputs) -> Tensor | tuple[Tensor, ...]
+    def get_init_inputs(shape) -> dict      # keyword arguments of Model(...) (weights as tensors)
+    def get_inputs(shape, generator, device) -> tuple
+    def tolerance_scale(inputs, output) -> Tensor | tuple   # optional, see compare.py
+
+`generator` is a CPU torch.Generator seeded by the harness, so the same seed gives
+the same inputs on every device. Collectives problems also take `rank` and
+`world_size` keywords in get_inputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from orchestrator.runner.shapes import Shape
+
+
+@dataclass(frozen=True)
+class LoadedProblem:
+    directory: Path
+    manifest: dict[str, Any]
+    module: ModuleType
+
+    @property
+    def id(self) -> str:
+        return str(self.manifest["id"])
+
+    def init_inputs(self, shape: Shape) -> dict[str, Any]:
+        fn = getattr(self.module, "get_init_inputs", None)
+        return dict(fn(dict(shape))) if fn else {}
+
+    def inputs(self, shape: Shape, seed: int, device: str, **extra: Any) -> tuple[Any, ...]:
+        gen = torch.Generator().manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+        out = self.module.get_inputs(dict(shape), gen, device, **extra)
+        return tuple(out)
+
+    def tolerance_scale(self, inputs: tuple[Any, ...], output: Any) -> Any:
+        """Optional per-element error scale (reference.tolerance_scale), else None."""
+        fn = getattr(self.module, "tolerance_scale", None)
+        return fn(inputs, output) if fn else None
+
+    def model(self, shape: Shape, device: str) -> torch.nn.Module:
+        init = to_device(self.init_inputs(shape), device)
+        return self.module.Model(**init).to(device).eval()
+
+
+def import_file(path: Path, prefix: str) -> ModuleType:
+    """Import a Python file under a unique module name (two problems never collide)."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"{prefix}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def load_problem(directory: str | Path) -> LoadedProblem:
+    directory = Path(directory)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    module = import_file(directory / "reference.py", "popcorn_reference")
+    return LoadedProblem(directory, manifest, module)
+
+
+def to_device(obj: Any, device: str | torch.device) -> Any:
+    """Move every tensor inside tuples/lists/dicts to `device`."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(to_device(o, device) for o in obj)
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def cast_floats(obj: Any, dtype: torch.dtype) -> Any:
+    """Cast every floating tensor to `dtype` (for fp32-vs-fp64 calibration)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(dtype) if obj.is_floating_point() else obj
+    if isinstance(obj, tuple):
+        return tuple(cast_floats(o, dtype) for o in obj)
+    if isinstance(obj, list):
+        return [cast_floats(o, dtype) for o in obj]
+    if isinstance(obj, dict):
+        return {k: cast_floats(v, dtype) for k, v in obj.items()}
+    return obj
+
+
+def clone_tree(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(clone_tree(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: clone_tree(v) for k, v in obj.items()}
+    return obj
+
+
+def tree_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (tuple, list)):
+        return sum(tree_bytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(tree_bytes(v) for v in obj.values())
+    return 0
