@@ -75,6 +75,11 @@ class Sandbox(abc.ABC):
         """Absolute path of the working directory as seen inside the sandbox."""
 
     @property
+    def python(self) -> str:
+        """The Python interpreter to call inside the sandbox (it has torch and the runner)."""
+        return "python3"
+
+    @property
     def isolation(self) -> dict[str, object]:
         """What this backend enforces (network, pids, memory, user, ...), for the record."""
         return {}

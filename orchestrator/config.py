@@ -1,0 +1,70 @@
+"""All configuration in one place: environment variables (POPCORN_*) and CLI flags.
+
+Precedence: CLI flag > environment variable > default. `Settings.from_args` applies
+the flags of any subcommand whose argparse `dest` matches a field. Nothing reads
+os.environ at import time; secrets (API keys) are named by variable and read only
+where they are used, and never enter a sandbox.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="POPCORN_", extra="ignore")
+
+    # data
+    problems_dir: Path = Field(REPO_ROOT / "problems", description="problem folders")
+    translation_dir: Path = Field(REPO_ROOT / "translation", description="translation task folders")
+    schemas_dir: Path = Field(REPO_ROOT / "schemas", description="JSON schemas")
+    results_dir: Path = Field(REPO_ROOT / "results", description="where runs are written")
+    cache_dir: Path = Field(REPO_ROOT / ".cache", description="downloads, builds, measured ceilings")
+
+    # scoring
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    stress: int = Field(8, ge=0, description="hidden stress shapes per evaluation")
+    seed: int | None = Field(None, description="stress seed; default: os.urandom (secret)")
+    trials: int = Field(3, ge=3, description="fresh-input correctness trials at the disclosed shape")
+    timing_iters: int = Field(50, ge=1, description="timed iterations on a GPU (>= 30 recommended)")
+    timing_iters_cpu: int = Field(5, ge=1, description="timed iterations on a CPU")
+    timing_warmup: int = Field(3, ge=0)
+    timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
+    trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")
+
+    # sandboxes
+    sandbox: Literal["auto", "local", "docker"] = "auto"
+    sandbox_memory_gb: float = 16.0
+    sandbox_pids: int = 512
+    images_lock: Path | None = None
+
+    # agent
+    model: str = "oracle"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    harness: Literal["st", "mt-default", "mt-all"] = "st"
+    track: Literal["subdomain", "popcorn2", "translation-single", "translation-multi"] = "popcorn2"
+    attempts: int = Field(1, ge=1)
+    max_turns: int = Field(20, ge=1)
+    run_id: str | None = None
+    gpus: str | None = Field(None, description="comma-separated GPU indices")
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace | None = None, **overrides: Any) -> "Settings":
+        """Environment and defaults first, then every CLI flag that was given."""
+        given = {k: v for k, v in vars(args or argparse.Namespace()).items()
+                 if v is not None and k in cls.model_fields}
+        return cls(**{**given, **overrides})
