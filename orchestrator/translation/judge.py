@@ -1,0 +1,267 @@
+"""The trusted judge of a translation task: `python -m orchestrator.translation.judge`.
+
+Reads one JSON job on stdin (task folder, the built libraries, device, mode, secret
+stress seed, a nonce) and prints one line `POPCORN-VERDICT <json> <hmac>`, signed as
+the core judge does (orchestrator.runner.judge.sign). Each library runs in its own
+spawned process (libworker.py); the PyTorch expression that defines correct output
+(task.py `reference`) runs here, in the judge.
+
+Stages: load -> correctness at the disclosed shape (fresh inputs every trial) ->
+stress on hidden shapes -> timing of the candidate, the H100 reference and the A100
+baseline at the disclosed shape (same loop as the core: orchestrator.runner.timing).
+Speedup is H100 reference over candidate; the baseline's timing goes under
+stages.timing.baseline.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import pickle
+import random
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from orchestrator.runner import timing
+from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.judge import (VERDICT_PREFIX, StageFailure, _gpu_hold_bytes, _make_undumpable,
+                                       device_info, sign)
+from orchestrator.runner.problem import import_file, to_device
+from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
+
+
+class Library:
+    """One built library in its own process; every call has a deadline."""
+
+    def __init__(self, role: str, job: dict[str, Any], library: str, log_path: str, timeout_s: float):
+        ctx = mp.get_context("spawn")
+        self.role, self.log_path = role, log_path
+        self.conn, child = ctx.Pipe()
+        from orchestrator.translation import libworker
+
+        self.proc = ctx.Process(target=libworker.serve, daemon=True,
+                                args=(child, job["task_dir"], library, job["symbol"], job["device"], log_path))
+        self.proc.start()
+        child.close()
+        self._reply(timeout_s, "load")
+
+    def _reply(self, timeout_s: float, what: str) -> dict[str, Any]:
+        failure = "runtime_error" if self.role == "candidate" else "infra_error"
+        if not self.conn.poll(timeout_s):
+            self.kill()
+            raise StageFailure("timeout" if self.role == "candidate" else "infra_error",
+                               f"{self.role}: {what} did not finish within {timeout_s:.0f} s")
+        try:
+            reply = pickle.loads(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            self.proc.join(timeout=5)
+            raise StageFailure(failure, f"{self.role}: the process died during {what} "
+                                        f"(exit code {self.proc.exitcode}){self.log_tail()}")
+        if not reply.get("ok"):
+            kind = reply.get("kind", "runtime_error") if self.role == "candidate" else "infra_error"
+            raise StageFailure(kind, f"{self.role}: {reply.get('error', 'unknown error')}")
+        return reply
+
+    def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        return self._reply(timeout_s, msg["op"])
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - n))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return f"; its output ends with:\n{text}" if text else ""
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=10)
+
+    def close(self) -> None:
+        try:
+            if self.proc.is_alive():
+                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
+                self.proc.join(timeout=10)
+        except OSError:
+            pass
+        self.kill()
+
+
+class TranslationJudge:
+    def __init__(self, job: dict[str, Any]):
+        self.job = job
+        self.manifest = json.loads(open(os.path.join(job["task_dir"], "manifest.json")).read())
+        self.glue = import_file(os.path.join(job["task_dir"], "task.py"), "popcorn_translation_glue")
+        self.device = job["device"]
+        self.mode = job.get("mode", "full")
+        seed = job.get("seed")
+        self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
+        self.rng = random.Random(self.seed)
+        self.timeout = float(job.get("trial_timeout_s") or self.manifest["time_limits"]["trial_s"])
+        self.disclosed = default_shape(self.manifest["shapes"], "cuda")
+        self.stages: dict[str, Any] = {}
+        self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-tr-")
+        self.open: list[Library] = []
+
+    def _seed(self) -> int:
+        return self.rng.getrandbits(62)
+
+    def inputs(self, shape: Shape, seed: int) -> tuple[Any, ...]:
+        gen = torch.Generator().manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
+        return tuple(self.glue.get_inputs(dict(shape), gen, "cpu"))
+
+    def reference(self, inputs: tuple[Any, ...]) -> Any:
+        with torch.no_grad():
+            return to_device(self.glue.reference(to_device(inputs, self.device)), "cpu")
+
+    def library(self, role: str) -> Library:
+        lib = Library(role, self.job, self.job["libraries"][role], os.path.join(self.log_dir, f"{role}.log"),
+                      self.timeout)
+        self.open.append(lib)
+        return lib
+
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        cand = self.library("candidate")
+        self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
+        if self.mode == "compile":
+            return
+        self.correctness(cand)
+        if self.mode == "check":
+            return
+        self.stress(cand)
+        self.timing(cand)
+
+    def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
+        inputs = self.inputs(shape, self._seed())
+        ref = self.reference(inputs)
+        t0 = time.perf_counter()
+        reply = lib.call({"op": "run", "inputs": inputs}, self.timeout)
+        wall = time.perf_counter() - t0
+        written = set(getattr(self.glue, "OUTPUTS", ()))
+        for i, (before, after) in enumerate(zip(inputs, reply["inputs_after"])):
+            if i not in written and isinstance(before, torch.Tensor) and not torch.equal(
+                    torch.nan_to_num(before), torch.nan_to_num(after)):
+                raise StageFailure("hack_detected", f"input_mutation: the kernel modified input {i}, which it only reads")
+        result = compare_outputs(reply["output"], ref, self.manifest["tolerance"])
+        record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": result.message,
+                       "wall_s": wall, "max_abs_err": result.max_abs_err, "rel_norm_err": result.rel_norm_err,
+                       "mismatch_fraction": result.mismatch_fraction})
+        if not result.passed:
+            raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+
+    def correctness(self, cand: Library) -> None:
+        trials: list[dict[str, Any]] = []
+        self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials}
+        for _ in range(max(int(self.job.get("trials", 3)), 1)):
+            self._trial(cand, self.disclosed, "fresh", trials, "incorrect")
+        self.stages["correctness"]["status"] = "passed"
+
+    def stress(self, cand: Library) -> None:
+        shapes = stress_shapes(self.manifest["shapes"], self.manifest.get("constraints", []),
+                               int(self.job.get("stress", 8)), self._seed(), "cuda")
+        trials: list[dict[str, Any]] = []
+        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(shapes), "trials": trials}
+        first: StageFailure | None = None
+        for shape in shapes:
+            try:
+                self._trial(cand, shape, "stress", trials, "stress_failed")
+            except StageFailure as exc:
+                if exc.failure_class != "stress_failed":
+                    raise
+                first = first or exc
+        if first:
+            raise first
+        self.stages["stress"]["status"] = "passed"
+
+    def _time(self, lib: Library, sets: list[tuple[Any, ...]], iters: int, warmup: int) -> dict[str, Any]:
+        return lib.call({"op": "time", "input_sets": sets, "iters": iters, "warmup": warmup,
+                         "hold_bytes": _gpu_hold_bytes()}, self.timeout * 4 + iters * 10)
+
+    def timing(self, cand: Library) -> None:
+        t = self.job.get("timing", {})
+        iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
+        sets = [self.inputs(self.disclosed, self._seed()) for _ in range(n_sets)]
+        ref_prints = [timing.fingerprint(self.reference(s)) for s in sets]
+        self.stages["timing"] = {"status": "failed", "unit": "cuda_events", "l2_flush": True,
+                                 "shape": self.disclosed}
+        reply = self._time(cand, sets, iters, warmup)
+        bad = [k for k, fp in reply["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k])]
+        if bad:
+            raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {iters} timed outputs "
+                                                "differ from the reference (output cached or left unfinished?)")
+        cand_t = reply["timing"]
+        if statistics.median(cand_t["times_ms"]) < 0.5 * statistics.median(cand_t["host_ms"]) - 0.05:
+            raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
+                                                "host clock around the same region")
+        cand.close()
+        ref_t = self._time(self.library("h100"), sets, iters, warmup)["timing"]
+        cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
+        ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
+        entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
+                 "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
+                 "speedup_ci95": [ci[0], ci[1]]}
+        if self.job["libraries"].get("a100"):
+            base_t = self._time(self.library("a100"), sets, iters, warmup)["timing"]
+            base_stats = timing.stats(base_t["times_ms"])
+            entry["baseline"] = base_stats
+            entry["speedup_vs_baseline"] = base_stats["median_ms"] / cand_stats["median_ms"]
+            entry["reference_over_baseline"] = base_stats["median_ms"] / ref_stats["median_ms"]
+        self.stages["timing"].update(entry)
+
+    def close(self) -> None:
+        for lib in self.open:
+            lib.close()
+
+
+def judge(job: dict[str, Any]) -> dict[str, Any]:
+    torch.cuda.set_device(torch.device(job["device"]))
+    j = TranslationJudge(job)
+    result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(job["device"]),
+                              "stress_seed": j.seed if j.mode == "full" else None}
+    try:
+        j.run()
+    except StageFailure as exc:
+        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
+        j.stages.setdefault("load", {"status": "failed", "message": exc.detail[:2000]})
+    finally:
+        j.close()
+    for st in j.stages.values():
+        if st.get("status") == "failed" and result["failure_class"] is None:
+            st["status"] = "error"
+    result["stages"] = j.stages
+    result["passed_disclosed"] = j.stages.get("correctness", {}).get("status") == "passed"
+    try:
+        with open(os.path.join(j.log_dir, "candidate.log"), errors="replace") as f:
+            result["candidate_log"] = f.read()[-8000:]
+    except OSError:
+        result["candidate_log"] = ""
+    return result
+
+
+def main() -> int:
+    _make_undumpable()
+    job = json.loads(sys.stdin.read())
+    nonce = job.pop("nonce")
+    try:
+        result = judge(job)
+    except Exception:  # the judge's own failure: infra, never a pass
+        result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
+    payload = json.dumps(result, default=str)
+    sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

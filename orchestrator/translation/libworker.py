@@ -1,0 +1,99 @@
+"""The process that runs one built library (A100 baseline, H100 reference or candidate).
+
+Started by the translation judge with multiprocessing's spawn context: a fresh
+interpreter with none of the judge's memory (no seed, nonce or reference outputs).
+Its stdout and stderr go to a log file. It loads the task's glue (task.py: inputs
+layout and the `launch` call) and the library through ctypes, then answers pickled
+requests on a private pipe:
+
+    {"op": "run", "inputs": (cpu tensors...)}   -> {"ok", "output", "inputs_after"}
+    {"op": "time", "input_sets": [...], "iters", "warmup", "hold_bytes"}
+                                                -> {"ok", "timing", "fingerprints"}
+    {"op": "exit"}
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import sys
+import traceback
+from typing import Any
+
+# Bound before the library is loaded (see timing.TimerGuard).
+from orchestrator.runner import timing
+from orchestrator.runner.problem import import_file, to_device
+
+import torch
+
+MAX_ERROR_CHARS = 4000
+
+
+def _send(conn: Any, obj: Any) -> None:
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def load_entry(library: str, symbol: str, argtypes: list[Any]) -> Any:
+    lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
+    entry = getattr(lib, symbol)
+    entry.argtypes = argtypes
+    entry.restype = ctypes.c_int
+    return entry
+
+
+def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_path: str) -> None:
+    log = open(log_path, "ab", buffering=0)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    guard = timing.TimerGuard()
+    try:
+        torch.cuda.set_device(torch.device(device))
+        glue = import_file(os.path.join(task_dir, "task.py"), "popcorn_translation_task")
+        entry = load_entry(library, symbol, glue.ARGTYPES)
+    except BaseException as exc:  # a library that does not load is the submission's failure
+        _send(conn, {"ok": False, "kind": "runtime_error", "error": _describe(exc)})
+        return
+    _send(conn, {"ok": True})
+
+    def call(*inputs: Any) -> Any:
+        return glue.launch(entry, inputs, torch.cuda.current_stream().cuda_stream)
+
+    while True:
+        try:
+            msg = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        if msg["op"] == "exit":
+            return
+        try:
+            reply = _handle(msg, call, device)
+        except BaseException as exc:
+            reply = {"ok": False, "kind": "runtime_error", "error": _describe(exc)}
+        tampered = guard.tampered()
+        if tampered:
+            reply = {"ok": False, "kind": "hack_detected", "error": f"timer_tampered: {', '.join(tampered)}"}
+        _send(conn, reply)
+
+
+def _handle(msg: dict[str, Any], call: Any, device: str) -> dict[str, Any]:
+    if msg["op"] == "run":
+        inputs = to_device(msg["inputs"], device)
+        out = call(*inputs)
+        torch.cuda.synchronize()
+        return {"ok": True, "output": to_device(out, "cpu"), "inputs_after": to_device(inputs, "cpu")}
+    if msg["op"] == "time":
+        sets = [to_device(s, device) for s in msg["input_sets"]]
+        prints: list[tuple[int, Any]] = []
+        result = timing.time_calls(call, sets, device, int(msg["iters"]), int(msg["warmup"]), int(msg["hold_bytes"]),
+                                   on_output=lambda k, out: prints.append((k, timing.fingerprint(out))))
+        return {"ok": True, "timing": result, "fingerprints": prints}
+    raise ValueError(f"unknown op {msg['op']!r}")
+
+
+def _describe(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-MAX_ERROR_CHARS:]
+
+
+if __name__ == "__main__":  # pragma: no cover - started through multiprocessing only
+    sys.exit("start this module through the translation judge")

@@ -1,0 +1,146 @@
+"""Scoring a translation candidate: the entry point the core pipeline dispatches to.
+
+`evaluate(task_id, solution_path, settings, mode=..., sandbox=..., seed=...)` fetches
+and verifies the task's pins, builds the A100 baseline (sm_90) and the H100 reference
+(sm_90a) from the cache or fresh, builds the candidate (sm_90a), then runs the trusted
+translation judge (`python -m orchestrator.translation.judge`) and returns a verdict
+record valid against schemas/result.schema.json ($defs/verdict).
+
+A candidate that does not compile is `compile_error` (the nvcc log is the detail);
+a baseline or reference that does not build, or a judge that dies, is `infra_error`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config import REPO_ROOT, Settings
+from orchestrator.errors import UserError
+from orchestrator.runner.judge import parse_verdict
+from orchestrator.translation import builds, sources
+from orchestrator.translation.catalog import Task, find_task
+
+MODES = ("compile", "check", "full")
+
+
+def _verdict(task: Task, solution: Path, started: float, **fields: Any) -> dict[str, Any]:
+    digest = hashlib.sha256(solution.read_bytes()).hexdigest() if solution.is_file() else ""
+    record: dict[str, Any] = {
+        "schema_version": 1, "kind": "verdict", "problem": task.id, "track": task.track,
+        "status": "failed", "failure_class": None, "stages": {}, "speedup": None,
+        "device": {"type": "cuda"}, "sandbox": {"backend": "local"},
+        "solution": {"path": str(solution), "sha256": digest},
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+    }
+    record.update(fields)
+    record["wall_s"] = time.time() - started
+    return record
+
+
+def prepare_libraries(task: Task, settings: Settings, candidate: Path | None, offline: bool = False,
+                      search_dirs: list[Path] | None = None) -> dict[str, builds.BuildResult]:
+    """Pins, then the a100 and h100 builds (raise on failure), then the candidate (data)."""
+    roots = sources.prepare(task.manifest, settings.cache_dir, search_dirs or [], offline=offline)
+    out = {side: builds.build(task, side, roots, settings.cache_dir) for side in ("a100", "h100")}
+    if candidate is not None:
+        out["candidate"] = builds.build(task, "candidate", roots, settings.cache_dir, candidate=candidate)
+    return out
+
+
+def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mode: str = "full",
+             sandbox: Any = None, seed: int | None = None) -> dict[str, Any]:
+    """Score one candidate .cu file for translation task `task_id` (see docs/translation.md)."""
+    if mode not in MODES:
+        raise UserError(f"mode must be one of {MODES}, not {mode!r}")
+    started = time.time()
+    solution = Path(solution_path)
+    task = find_task(task_id, settings.translation_dir)
+    if not solution.is_file():
+        raise UserError(f"{solution}: no such file")
+    if task.manifest["glue"] != "complete":
+        raise UserError(f"{task.id}: this task's glue is not written yet (manifest glue: 'pending')")
+    if task.is_multi:
+        raise UserError(f"{task.id}: multi-GPU translation scoring is not wired yet")
+    try:
+        libs = prepare_libraries(task, settings, solution)
+    except (builds.BuildError, sources.PinError) as exc:
+        return _verdict(task, solution, started, failure_class="infra_error", failure_detail=str(exc))
+    cand = libs["candidate"]
+    build_stage = {"status": "passed" if cand.ok else "failed", "wall_s": cand.wall_s,
+                   "message": "" if cand.ok else cand.log[-4000:]}
+    if not cand.ok:
+        return _verdict(task, solution, started, failure_class="compile_error", failure_detail=cand.log[-4000:],
+                        stages={"load": build_stage})
+    job = {
+        "task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"],
+        "device": _device(settings), "mode": mode, "seed": seed if seed is not None else settings.seed,
+        "libraries": {side: str(r.library) for side, r in libs.items()},
+        "trials": settings.trials, "stress": settings.stress,
+        "timing": {"iters": settings.timing_iters, "warmup": settings.timing_warmup,
+                   "input_sets": settings.timing_input_sets},
+        "trial_timeout_s": settings.trial_timeout_s,
+    }
+    result = run_judge(job, float(task.manifest["time_limits"]["total_s"]), sandbox)
+    return _assemble(task, solution, started, result, build_stage, {s: r.to_dict() for s, r in libs.items()}, sandbox)
+
+
+def _device(settings: Settings) -> str:
+    gpus = (settings.gpus or "0").split(",")
+    return f"cuda:{gpus[0].strip()}" if settings.device != "cpu" else "cpu"
+
+
+def run_judge(job: dict[str, Any], timeout_s: float, sandbox: Any = None) -> dict[str, Any]:
+    """Run the judge (in `sandbox` if given, else a local subprocess) and return its signed verdict."""
+    nonce = secrets.token_hex(32)
+    payload = json.dumps({**job, "nonce": nonce}).encode()
+    cmd = [sys.executable, "-m", "orchestrator.translation.judge"]
+    if sandbox is not None:
+        res = sandbox.exec([sandbox.python, "-m", "orchestrator.translation.judge"], timeout_s=timeout_s,
+                           stdin=payload)
+        stdout, stderr, timed_out = res.stdout, res.stderr, res.timed_out
+    else:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        try:
+            proc = subprocess.run(cmd, input=payload, capture_output=True, timeout=timeout_s, env=env, check=False)
+            stdout, stderr, timed_out = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"), False
+        except subprocess.TimeoutExpired as exc:
+            stdout = (exc.stdout or b"").decode(errors="replace")
+            stderr, timed_out = (exc.stderr or b"").decode(errors="replace"), True
+    verdict = parse_verdict(stdout, nonce)
+    if verdict is None:
+        kind = "timeout" if timed_out else "infra_error"
+        return {"failure_class": kind, "failure_detail": f"no signed verdict from the judge; stderr ends with:\n"
+                                                         f"{stderr[-3000:]}", "stages": {}}
+    return verdict
+
+
+def _assemble(task: Task, solution: Path, started: float, result: dict[str, Any], build_stage: dict[str, Any],
+              builds_info: dict[str, Any], sandbox: Any) -> dict[str, Any]:
+    stages = dict(result.get("stages", {}))
+    load = stages.get("load", {"status": "failed"})
+    stages["load"] = {**load, "wall_s": float(load.get("wall_s", 0.0)) + build_stage["wall_s"]}
+    failure = result.get("failure_class")
+    timing_stage = stages.get("timing", {})
+    speedup = timing_stage.get("speedup") if failure is None else None
+    device = result.get("device", {"type": "cuda"})
+    stress = stages.get("stress", {})
+    fields: dict[str, Any] = {
+        "status": "passed" if failure is None else "failed",
+        "failure_class": failure, "stages": stages, "speedup": speedup,
+        "device": {"type": device.get("type", "cuda"), **({"name": device["name"]} if "name" in device else {})},
+        "passed_disclosed": bool(result.get("passed_disclosed")),
+        "reward_hack_suspected": bool(result.get("passed_disclosed")) and stress.get("status") == "failed",
+        "versions": {"builds": builds_info, "torch": device.get("torch"), "cuda": device.get("cuda")},
+        "sandbox": {"backend": getattr(sandbox, "name", "local") if sandbox is not None else "local"},
+        "flags": [],
+    }
+    if failure:
+        fields["failure_detail"] = result.get("failure_detail", "")
+    return _verdict(task, solution, started, **fields)
