@@ -116,7 +116,7 @@ class Episode:
         spec = self.spec
         tools = tool_schemas(spec.harness)
         self.messages = prompts.initial_messages(spec.entry, spec.harness, self.ledger.limits.max_turns,
-                                                 self.env.device, self.env.device_info)
+                                                 self.env.device, self.env.device_info, self.env.settings)
         self.agent.start_episode(spec.entry.id, spec.attempt,
                                  {"entry": spec.entry, "harness": spec.harness, "tools": [t["function"]["name"] for t in tools]})
         warned_last = False
@@ -182,7 +182,8 @@ class Episode:
                 self.workspace.close()
             code = self.workspace.submitted
             if code is not None and self.status is None:
-                path = self.env.run_dir.write_artifact(self.spec.episode_id, code)
+                suffix = ".cu" if prompts.is_translation(self.spec.entry) else ".py"
+                path = self.env.run_dir.write_artifact(self.spec.episode_id, code, suffix)
                 artifact = {"path": str(path.relative_to(self.env.run_dir.path)),
                             "sha256": hashlib.sha256(code.encode()).hexdigest(), "via": self.via}
                 verdict = self.env.scoring.evaluate(self.spec.entry, path, self.env.settings, mode="full",

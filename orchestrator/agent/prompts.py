@@ -120,9 +120,35 @@ def harness_instructions(harness: str, max_turns: int) -> str:
     return MT_INSTRUCTIONS.format(tools=", ".join(HARNESS_TOOLS[harness]), turns=max_turns)
 
 
+TRANSLATION_SYSTEM_PROMPT = """You are an expert CUDA engineer who ports production kernels from \
+A100 (sm_80) to H100 (sm_90a). You submit one CUDA C++ file that implements the given entry point; \
+it is checked on hidden shapes and timed against the human-written H100 kernel."""
+
+TRANSLATION_NOTE = """For this task `code` is the complete `.cu` file (not Python); the tools that \
+run Python kernels (profile, disassemble, roofline) and the Python static analyzer do not apply."""
+
+
+def is_translation(entry: Any) -> bool:
+    manifest = entry.manifest
+    return str(manifest.get("id", "")).startswith("tr-") or "entry" in manifest and "a100" in manifest
+
+
+def translation_prompt(entry: Any, settings: Any) -> str:
+    from orchestrator.translation import prompts as tr_prompts, sources
+    from orchestrator.translation.catalog import find_task
+
+    task = find_task(entry.id, settings.translation_dir)
+    roots = sources.prepare(task.manifest, settings.cache_dir, [], offline=False)
+    return tr_prompts.build_prompt(task, roots)
+
+
 def initial_messages(entry: Any, harness: str, max_turns: int, device: str,
-                     device_info: Mapping[str, Any]) -> list[dict[str, Any]]:
-    user = problem_prompt(entry, device, device_info) + "\n\n## How to answer\n" + harness_instructions(harness, max_turns)
+                     device_info: Mapping[str, Any], settings: Any = None) -> list[dict[str, Any]]:
+    how = "\n\n## How to answer\n" + harness_instructions(harness, max_turns)
+    if is_translation(entry):
+        user = translation_prompt(entry, settings) + how + "\n" + TRANSLATION_NOTE
+        return [{"role": "system", "content": TRANSLATION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    user = problem_prompt(entry, device, device_info) + how
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 

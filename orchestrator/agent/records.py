@@ -71,8 +71,8 @@ class RunDir:
     def transcript(self, episode_id: str) -> Path:
         return self.path / "transcripts" / f"{episode_id}.json"
 
-    def artifact(self, episode_id: str) -> Path:
-        return self.path / "artifacts" / f"{episode_id}.py"
+    def artifact(self, episode_id: str, suffix: str = ".py") -> Path:
+        return self.path / "artifacts" / f"{episode_id}{suffix}"
 
     def workdir(self, episode_id: str) -> Path:
         return self.path / "work" / episode_id
@@ -89,8 +89,8 @@ class RunDir:
     def write_transcript(self, episode_id: str, transcript: dict[str, Any]) -> None:
         atomic_write(self.transcript(episode_id), json.dumps(transcript, indent=1, default=str).encode())
 
-    def write_artifact(self, episode_id: str, code: str) -> Path:
-        path = self.artifact(episode_id)
+    def write_artifact(self, episode_id: str, code: str, suffix: str = ".py") -> Path:
+        path = self.artifact(episode_id, suffix)
         atomic_write(path, code.encode())
         return path
 

@@ -190,11 +190,18 @@ class Workspace:
         self.last_code = code
         return code
 
+    @property
+    def is_translation(self) -> bool:
+        from orchestrator.agent.prompts import is_translation
+
+        return is_translation(self.entry)
+
     def candidate_path(self, code: str) -> Path:
         """Host copy of the candidate, one file per version (the pipeline reads it)."""
         self._candidate_version += 1
         self.host_dir.mkdir(parents=True, exist_ok=True)
-        path = self.host_dir / f"candidate_{self._candidate_version:03d}.py"
+        suffix = ".cu" if self.is_translation else ".py"
+        path = self.host_dir / f"candidate_{self._candidate_version:03d}{suffix}"
         path.write_text(code)
         return path
 
@@ -317,6 +324,9 @@ def tool_check(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
 
 def tool_static_analysis(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     code = ws.code_from(args)
+    if ws.is_translation:
+        return ToolResult("static analysis covers Python submissions; translation tasks are checked by "
+                          "building and running them (compile, check)", ok=False)
     findings = ws.scoring.analyze(code, ws.manifest)
     if not findings:
         return ToolResult("static analysis: no findings")
@@ -384,6 +394,9 @@ def tool_roofline(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     from orchestrator.runner.shapes import default_shape, evaluate
 
     code = ws.code_from(args)
+    refused = _needs_cuda(ws, "roofline") if ws.is_translation else None
+    if refused:
+        return refused
     info = _device_specs(ws)
     name = str(info.get("name"))
     ceilings = _cached_ceilings(ws, name)
@@ -435,6 +448,8 @@ def _compute_peak(manifest: Mapping[str, Any], ceilings: Mapping[str, Any]) -> f
 
 
 def _needs_cuda(ws: Workspace, tool: str) -> ToolResult | None:
+    if ws.is_translation:
+        return ToolResult(f"{tool} is not available for translation tasks (it runs Python submissions)", ok=False)
     if ws.device != "cuda":
         return ToolResult(f"{tool} needs a CUDA GPU; this episode runs on the CPU, where Triton kernels run "
                           "in the interpreter and nothing is compiled for a GPU.", ok=False)
