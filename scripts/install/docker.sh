@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install Debian's Docker engine (docker.io) and the registry used by the image tests,
+# and start dockerd if no engine answers. Idempotent and quiet; fails loudly.
+set -euo pipefail
+
+log=/tmp/popcorn-dockerd.log
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v docker-registry >/dev/null || need+=(docker-registry)
+if ((${#need[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+engine_answers() { timeout 10 docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+if ! engine_answers; then
+    # No systemd here (containers, CI): start the daemon ourselves, detached.
+    if ! pgrep -x dockerd >/dev/null; then
+        nohup dockerd >"$log" 2>&1 &
+    fi
+    for _ in $(seq 60); do engine_answers && break; sleep 1; done
+    engine_answers || { echo "docker.sh: dockerd did not answer within 60 s; see $log" >&2; tail -20 "$log" >&2; exit 1; }
+fi
+echo "docker.sh: engine $(docker version --format '{{.Server.Version}}') ready"
