@@ -56,8 +56,9 @@ class LoadedProblem:
         return self.module.Model(**init).to(device).eval()
 
 
-def import_file(path: Path, prefix: str) -> ModuleType:
+def import_file(path: str | Path, prefix: str) -> ModuleType:
     """Import a Python file under a unique module name (two problems never collide)."""
+    path = Path(path)
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"{prefix}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)

@@ -1,0 +1,349 @@
+"""The trusted judge: `python -m orchestrator.runner.judge` inside a sandbox.
+
+Reads one JSON job on stdin (problem folder, submission path, device, mode, secret
+stress seed, a nonce), runs the candidate in its own process (candidate.py), computes
+reference outputs itself, and prints one line `POPCORN-VERDICT <json> <hmac>` whose
+HMAC is keyed by the nonce: the candidate never sees the nonce (it lives only in the
+judge's memory, which is made non-dumpable), so it cannot forge a verdict even if it
+manages to write to the judge's stdout.
+
+Stages: load -> correctness at the disclosed shape (fresh inputs every trial, one
+trial reusing the previous buffers in place, one repeating the previous content in
+new buffers) -> stress on hidden shapes -> timing of candidate and reference.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import hmac
+import json
+import multiprocessing as mp
+import os
+import pickle
+import random
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from orchestrator.runner import timing
+from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.problem import LoadedProblem, load_problem, to_device
+from orchestrator.runner.shapes import Shape, default_shape, shape_key, stress_shapes
+
+VERDICT_PREFIX = "POPCORN-VERDICT "
+HACK_FLAGS = ("timer_tampered", "thread_alive_after_return", "output_changed_after_return",
+              "output_aliases_input", "output_reused_across_calls", "input_mutation",
+              "timer_disagreement", "timed_output_mismatch", "judge_tampered")
+
+
+class StageFailure(Exception):
+    def __init__(self, failure_class: str, detail: str):
+        super().__init__(detail)
+        self.failure_class, self.detail = failure_class, detail
+
+
+def _make_undumpable() -> None:
+    """Other processes of the same user cannot read our memory or /proc/<pid>/fd."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+class Candidate:
+    """The candidate's process and its pipe; every call has a deadline."""
+
+    def __init__(self, solution: str, device: str, log_path: str):
+        ctx = mp.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        from orchestrator.runner import candidate
+
+        self.proc = ctx.Process(target=candidate.serve, args=(child_conn, device, log_path), daemon=True)
+        self.proc.start()
+        child_conn.close()
+        self.log_path = log_path
+        self.solution = solution
+
+    def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        if not self.conn.poll(timeout_s):
+            self.kill()
+            raise StageFailure("timeout", f"{msg['op']} did not finish within {timeout_s:.0f} s")
+        try:
+            reply = pickle.loads(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            self.proc.join(timeout=5)
+            raise StageFailure("runtime_error", f"the candidate process died (exit code {self.proc.exitcode})"
+                                                f"{self.log_tail()}")
+        if not reply.get("ok"):
+            raise StageFailure(reply.get("kind", "runtime_error"), reply.get("error", "unknown error"))
+        hacks = [f for f in reply.get("flags", []) if f.split(":")[0] in HACK_FLAGS]
+        if hacks:
+            raise StageFailure("hack_detected", ", ".join(hacks))
+        return reply
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - n))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return f"; its output ends with:\n{text}" if text else ""
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=10)
+
+    def close(self) -> None:
+        try:
+            if self.proc.is_alive():
+                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
+                self.proc.join(timeout=10)
+        except OSError:
+            pass
+        self.kill()
+
+
+@dataclass
+class Judge:
+    job: dict[str, Any]
+    problem: LoadedProblem = field(init=False)
+    stages: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.problem = load_problem(self.job["problem_dir"])
+        self.device = self.job["device"]
+        self.mode = self.job.get("mode", "full")
+        seed = self.job.get("seed")
+        self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
+        self.rng = random.Random(self.seed)
+        limits = self.problem.manifest.get("time_limits", {})
+        self.trial_timeout = float(self.job.get("trial_timeout_s") or limits.get("trial_s", 120))
+        self.disclosed = default_shape(self.problem.manifest["shapes"], "cpu" if self.device == "cpu" else "cuda")
+        self.ref_models: dict[str, torch.nn.Module] = {}
+
+    # -- reference side (trusted, this process) ---------------------------------------
+    def reference(self, shape: Shape, inputs: tuple[Any, ...]) -> Any:
+        key = shape_key(shape)
+        if key not in self.ref_models:
+            self.ref_models = {key: self.problem.model(shape, self.device)}
+        with torch.no_grad():
+            out = self.ref_models[key](*to_device(inputs, self.device))
+        return to_device(out, "cpu")
+
+    def _seed(self) -> int:
+        return self.rng.getrandbits(62)
+
+    # -- stages -----------------------------------------------------------------------
+    def run(self, cand: Candidate) -> None:
+        t0 = time.perf_counter()
+        cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
+        self._build(cand, self.disclosed)
+        self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
+        if self.mode == "compile":
+            inputs = self.problem.inputs(self.disclosed, self._seed(), "cpu")
+            cand.call({"op": "forward", "key": shape_key(self.disclosed), "inputs": inputs}, self.trial_timeout)
+            return
+        self.correctness(cand)
+        if self.mode == "check":
+            return
+        self.stress(cand)
+        self.timing(cand)
+
+    def _build(self, cand: Candidate, shape: Shape) -> None:
+        cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},
+                  self.trial_timeout)
+
+    def _trial(self, cand: Candidate, shape: Shape, seed: int, kind: str, record: list[dict] | None,
+               reuse_buffers: bool = False, failure: str = "incorrect") -> None:
+        inputs = self.problem.inputs(shape, seed, "cpu")
+        ref = self.reference(shape, inputs)
+        t0 = time.perf_counter()
+        reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
+                           "return_inputs": True, "reuse_buffers": reuse_buffers}, self.trial_timeout)
+        wall = time.perf_counter() - t0
+        if not all(_equal(a, b) for a, b in zip(reply["inputs_after"], inputs)):
+            raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
+        result = compare_outputs(reply["output"], ref, self.problem.manifest["tolerance"],
+                                 self.problem.tolerance_scale(inputs, ref))
+        entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
+                 **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
+        if record is not None:
+            record.append(entry)
+        if not result.passed:
+            raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+
+    def correctness(self, cand: Candidate) -> None:
+        trials: list[dict] = []
+        self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials}
+        n = int(self.job.get("trials", 3))
+        seeds = [self._seed() for _ in range(max(n, 3))]
+        plan = [("fresh", seeds[0], False), ("in_place", seeds[1], True), ("fresh", seeds[2], False),
+                ("repeat", seeds[2], False)] + [("fresh", s, False) for s in seeds[3:]]
+        for kind, seed, reuse in plan:
+            self._trial(cand, self.disclosed, seed, kind, trials, reuse_buffers=reuse)
+        self.stages["correctness"]["status"] = "passed"
+
+    def stress(self, cand: Candidate) -> None:
+        n = int(self.job.get("stress", 8))
+        shapes = stress_shapes(self.problem.manifest["shapes"], self.problem.manifest.get("constraints", []),
+                               n, self._seed(), self.device)
+        trials: list[dict] = []
+        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(shapes), "trials": trials}
+        failed: StageFailure | None = None
+        for shape in shapes:
+            try:
+                self._build(cand, shape)
+                self._trial(cand, shape, self._seed(), "stress", trials, failure="stress_failed")
+            except StageFailure as exc:
+                if exc.failure_class != "stress_failed":
+                    raise
+                failed = failed or exc
+        if failed:
+            raise failed
+        self.stages["stress"]["status"] = "passed"
+
+    def timing(self, cand: Candidate) -> None:
+        shape = self.disclosed
+        self._build(cand, shape)
+        t = self.job.get("timing", {})
+        cpu = self.device == "cpu"
+        iters = int(t.get("iters_cpu" if cpu else "iters", 5 if cpu else 50))
+        warmup, n_sets = int(t.get("warmup", 3)), int(t.get("input_sets", 4))
+        hold = int(t.get("hold_bytes", (2 << 30) if cpu else _gpu_hold_bytes()))
+        sets = [self.problem.inputs(shape, self._seed(), "cpu") for _ in range(n_sets)]
+        ref_prints = [timing.fingerprint(self.reference(shape, s)) for s in sets]
+        self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events", "l2_flush": not cpu}
+        reply = cand.call({"op": "time", "key": shape_key(shape), "input_sets": sets, "iters": iters,
+                           "warmup": warmup, "hold_bytes": hold}, self.trial_timeout * 4 + iters * 10)
+        bad = [k for k, fp in reply["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k])]
+        if bad:
+            raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {iters} timed outputs "
+                                                "differ from the reference (output cached or left unfinished?)")
+        cand_t = reply["timing"]
+        if not cpu and _median(cand_t["times_ms"]) < 0.5 * _median(cand_t["host_ms"]) - 0.05:
+            raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
+                                                "host clock around the same region")
+        ref_model = self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)
+        dev_sets = [to_device(s, self.device) for s in sets]
+        with torch.no_grad():
+            ref_t = timing.time_calls(ref_model, dev_sets, self.device, iters, warmup, hold)
+        ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
+        cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
+        self.stages["timing"].update({
+            "status": "passed", "candidate": cand_stats, "reference": ref_stats,
+            "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
+            "speedup_ci95": [ci[0], ci[1]],
+        })
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else 0.0
+
+
+def _gpu_hold_bytes() -> int:
+    free, _ = torch.cuda.mem_get_info()
+    return int(min(16 << 30, free * 0.3))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point():
+            return bool(torch.equal(torch.nan_to_num(a, nan=0.5), torch.nan_to_num(b, nan=0.5)))
+        return bool(torch.equal(a, b))
+    return type(a) is type(b) and a == b
+
+
+def device_info(device: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"type": "cuda" if device.startswith("cuda") else "cpu", "torch": torch.__version__}
+    if info["type"] == "cuda":
+        props = torch.cuda.get_device_properties(torch.device(device))
+        info.update(name=props.name, sms=props.multi_processor_count, memory_bytes=props.total_memory,
+                    cuda=torch.version.cuda, capability=f"{props.major}.{props.minor}")
+    else:
+        import platform
+        info["name"] = platform.processor() or platform.machine()
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def judge(job: dict[str, Any]) -> dict[str, Any]:
+    device = job["device"]
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        torch.cuda.set_device(torch.device(device))
+    j = Judge(job)
+    log_path = job.get("log_path") or os.path.join(tempfile.mkdtemp(prefix="popcorn-cand-"), "candidate.log")
+    result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(device),
+                              "stress_seed": j.seed if j.mode == "full" else None}
+    cand = Candidate(job["solution"], device, log_path)
+    try:
+        j.run(cand)
+    except StageFailure as exc:
+        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
+        for stage in ("load",):
+            j.stages.setdefault(stage, {"status": "failed", "message": exc.detail[:2000]})
+    finally:
+        cand.close()
+    for stage, st in j.stages.items():
+        if st.get("status") == "failed" and result["failure_class"] is None:
+            st["status"] = "error"
+    result["stages"] = j.stages
+    result["passed_disclosed"] = j.stages.get("correctness", {}).get("status") == "passed"
+    try:
+        with open(log_path, errors="replace") as f:
+            result["candidate_log"] = f.read()[-8000:]
+    except OSError:
+        result["candidate_log"] = ""
+    return result
+
+
+def sign(payload: str, nonce: str) -> str:
+    return hmac.new(bytes.fromhex(nonce), payload.encode(), hashlib.sha256).hexdigest()
+
+
+def parse_verdict(stdout: str, nonce: str) -> dict[str, Any] | None:
+    """The judge's verdict from its stdout, if a correctly signed line is there."""
+    for line in reversed(stdout.splitlines()):
+        if not line.startswith(VERDICT_PREFIX):
+            continue
+        payload, _, mac = line[len(VERDICT_PREFIX):].rpartition(" ")
+        if hmac.compare_digest(sign(payload, nonce), mac):
+            return json.loads(payload)
+    return None
+
+
+def main() -> int:
+    _make_undumpable()
+    job = json.loads(sys.stdin.read())
+    nonce = job.pop("nonce")
+    try:
+        result = judge(job)
+    except Exception:  # the judge's own failure: reported as infra, never as a pass
+        result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
+    payload = json.dumps(result, default=str)
+    sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

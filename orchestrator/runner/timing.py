@@ -1,0 +1,171 @@
+"""Timing loops shared by the judge (reference) and the candidate's process.
+
+GPU: CUDA events around a region closed by a device-wide synchronize (work left on
+side streams is counted), L2 flushed before every iteration, warm-up excluded,
+inputs rotated over distinct sets and re-allocated every iteration (new addresses,
+so output caching by pointer cannot pay off), the host clock read around the same
+region as a cross-check. CPU: the host clock, labelled `cpu_wall`.
+
+The functions this module calls are bound at import, before any candidate code
+is imported, so replacing torch.cuda.Event or time.perf_counter later does not
+change what is measured; `TimerGuard` reports such replacements.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+_perf_counter_ns = time.perf_counter_ns
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed = torch.cuda.Event.elapsed_time
+_event_sync = torch.cuda.Event.synchronize
+_cuda_sync = torch.cuda.synchronize
+
+WATCHED: dict[str, Callable[[], Any]] = {
+    "time.perf_counter_ns": lambda: time.perf_counter_ns,
+    "time.perf_counter": lambda: time.perf_counter,
+    "torch.cuda.Event": lambda: torch.cuda.Event,
+    "torch.cuda.Event.record": lambda: torch.cuda.Event.record,
+    "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
+    "torch.cuda.Event.synchronize": lambda: torch.cuda.Event.synchronize,
+    "torch.cuda.synchronize": lambda: torch.cuda.synchronize,
+}
+
+
+class TimerGuard:
+    """Remembers the timer functions at creation; `tampered()` names the ones replaced."""
+
+    def __init__(self) -> None:
+        self._original = {name: get() for name, get in WATCHED.items()}
+
+    def tampered(self) -> list[str]:
+        return [name for name, get in WATCHED.items() if get() is not self._original[name]]
+
+
+def stats(times_ms: Sequence[float]) -> dict[str, Any]:
+    xs = sorted(times_ms)
+    n = len(xs)
+    q1, q3 = xs[n // 4], xs[(3 * n) // 4] if n > 1 else xs[0]
+    mean = statistics.fmean(xs)
+    cv = statistics.pstdev(xs) / mean if n > 1 and mean > 0 else 0.0
+    return {"median_ms": statistics.median(xs), "mean_ms": mean, "min_ms": xs[0], "max_ms": xs[-1],
+            "iqr_ms": q3 - q1, "cv": cv, "n": n}
+
+
+def speedup_ci(ref_ms: Sequence[float], cand_ms: Sequence[float], resamples: int = 2000,
+               seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval of median(ref) / median(candidate)."""
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        r = statistics.median(rng.choices(ref_ms, k=len(ref_ms)))
+        c = statistics.median(rng.choices(cand_ms, k=len(cand_ms)))
+        ratios.append(r / c if c > 0 else math.inf)
+    ratios.sort()
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
+def fingerprint(out: Any) -> list[tuple[float, float]]:
+    """Cheap per-output checksum (sum, sum of |x|) to verify timed outputs."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    fp = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            fp.append((math.nan, math.nan))
+            continue
+        d = o.detach().double()
+        fp.append((float(torch.nan_to_num(d, nan=1e300).sum()), float(torch.nan_to_num(d.abs(), nan=1e300).sum())))
+    return fp
+
+
+def fingerprints_agree(a: list[tuple[float, float]], b: list[tuple[float, float]], rel: float = 1e-3) -> bool:
+    if len(a) != len(b):
+        return False
+    for (sa, aa), (sb, ab) in zip(a, b):
+        scale = max(abs(ab), 1e-30)
+        if not (abs(sa - sb) <= rel * scale + 1e-6 and abs(aa - ab) <= rel * scale + 1e-6):
+            return False
+    return True
+
+
+def _fresh_copy(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
+
+
+class L2Flusher:
+    def __init__(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        size = max(int(getattr(props, "L2_cache_size", 50 << 20)) * 2, 64 << 20)
+        self.buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buf.zero_()
+
+
+def _storage_ptrs(out: Any) -> list[int]:
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor) and o.numel()]
+
+
+def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, iters: int,
+               warmup: int, hold_bytes: int, on_output: Callable[[int, Any], None] | None = None) -> dict[str, Any]:
+    """Time `fn(*inputs)` over `iters` iterations rotating `input_sets`.
+
+    Every iteration gets a fresh copy of its input set, and copies and outputs are
+    kept alive (up to `hold_bytes`), so no two iterations see the same addresses: a
+    cache keyed by pointer never hits, and an output returned twice (a memo keyed by
+    content) shows up as reused output storage. `on_output(set_index, output)` runs
+    outside the timed region after every iteration.
+    """
+    cuda = device.startswith("cuda")
+    flush = L2Flusher(torch.device(device)) if cuda else None
+    for i in range(warmup):
+        fn(*_fresh_copy(input_sets[i % len(input_sets)]))
+    if cuda:
+        _cuda_sync()
+    times, host = [], []
+    held: list[Any] = []
+    held_bytes = 0
+    seen_ptrs: set[int] = set()
+    reused = 0
+    for i in range(iters):
+        k = i % len(input_sets)
+        inputs = _fresh_copy(input_sets[k])
+        size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        if held_bytes + 2 * size > hold_bytes:
+            held.clear(); seen_ptrs.clear(); held_bytes = 0
+        if cuda:
+            assert flush is not None
+            flush()
+            _cuda_sync()
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            t0 = _perf_counter_ns()
+            _event_record(start)
+            out = fn(*inputs)
+            _cuda_sync()
+            _event_record(end)
+            _event_sync(end)
+            t1 = _perf_counter_ns()
+            times.append(float(_event_elapsed(start, end)))
+        else:
+            t0 = _perf_counter_ns()
+            out = fn(*inputs)
+            t1 = _perf_counter_ns()
+            times.append((t1 - t0) / 1e6)
+        host.append((t1 - t0) / 1e6)
+        ptrs = _storage_ptrs(out)
+        reused += any(p in seen_ptrs for p in ptrs)
+        seen_ptrs.update(ptrs)
+        held.append((inputs, out))
+        held_bytes += 2 * size
+        if on_output is not None:
+            on_output(k, out)
+        del out
+    return {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall",
+            "l2_flush": cuda, "reused_output_storage": reused}
