@@ -199,8 +199,8 @@ def resources_section(outcomes: Sequence[Outcome], keys: Sequence[str]) -> Secti
                     row["tokens vs st"] = per_episode / st_tokens
                 if correct.value is not None and st_correct:
                     row["correct vs st"] = correct.value / st_correct
-            timed = [o for o in counted if o.speedup is not None]
-            row["tokens~speedup"] = spearman([o.tokens for o in timed], [o.speedup for o in timed])
+            pairs = [(o.tokens, o.speedup) for o in counted if o.speedup is not None]
+            row["tokens~speedup"] = spearman([t for t, _ in pairs], [s for _, s in pairs])
             section.rows.append(row)
     return section
 
@@ -213,7 +213,7 @@ def hardware_section(outcomes: Sequence[Outcome], keys: Sequence[str]) -> Sectio
     for labels, members in group(outcomes, keys):
         correct = [o for o in _counted(members) if o.correct]
         for counter in HARDWARE_COUNTERS:
-            values = [o.counters[counter] for o in correct if o.counters.get(counter) is not None]
+            values = [v for o in correct if (v := o.counters.get(counter)) is not None]
             if not values:
                 continue
             section.rows.append({**labels, "counter": counter, "kernels": len(values), **quantiles(values),

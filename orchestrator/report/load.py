@@ -56,7 +56,7 @@ def _first_error(record: Any) -> str | None:
 
 
 def _version_of(meta: dict[str, Any], episodes: list[dict[str, Any]], where: Path) -> str:
-    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+    versions: dict[str, Any] = meta["versions"] if isinstance(meta.get("versions"), dict) else {}
     declared = meta.get("benchmark_version") or versions.get("benchmark") or versions.get("popcornbench")
     seen = {e["benchmark_version"] for e in episodes if e.get("benchmark_version")}
     if declared:

@@ -97,8 +97,8 @@ def _tools_used(record: dict[str, Any]) -> dict[str, int]:
 def _compiled(verdict: dict[str, Any]) -> bool:
     load = _stage(verdict, "load").get("status")
     if load in ("passed", "failed", "error"):
-        return load == "passed"
-    return verdict.get("failure_class") != "compile_error"    # load skipped: static analysis stopped it
+        return bool(load == "passed")
+    return bool(verdict.get("failure_class") != "compile_error")    # load skipped: static analysis stopped it
 
 
 def _passed_disclosed(verdict: dict[str, Any]) -> bool:
@@ -110,8 +110,8 @@ def _passed_disclosed(verdict: dict[str, Any]) -> bool:
 def _survived_stress(verdict: dict[str, Any]) -> bool:
     stress = _stage(verdict, "stress").get("status")
     if stress in ("passed", "failed"):
-        return stress == "passed"
-    return verdict.get("failure_class") != "stress_failed"
+        return bool(stress == "passed")
+    return bool(verdict.get("failure_class") != "stress_failed")
 
 
 def outcome_of(record: dict[str, Any], run_id: str) -> Outcome:

@@ -29,9 +29,9 @@ def pareto_plot(outcomes: Sequence[Outcome], path: Path) -> Path:
     for (harness, model), members in sorted(series.items(), key=lambda item: (
             order.index(item[0][0]) if item[0][0] in order else len(order), item[0])):
         label = harness if len(models) == 1 else f"{model} / {harness}"
-        ax.scatter([o.tokens for o in members], [o.speedup for o in members], s=36, alpha=0.8,
+        ax.scatter([o.tokens for o in members], [o.speedup or 0.0 for o in members], s=36, alpha=0.8,
                    color=HARNESS_COLOURS.get(harness, "#7f7f7f"), marker=markers.get(model, "o"), label=label)
-    front = pareto_front([(float(o.tokens), float(o.speedup)) for o in points if o.speedup is not None])
+    front = pareto_front([(float(o.tokens), o.speedup) for o in points if o.speedup is not None])
     if front:
         xs, ys = zip(*front)
         ax.step(xs, ys, where="post", color="#d62728", linewidth=1.5, label="Pareto front")

@@ -21,7 +21,7 @@ def format_cell(cell: Any) -> str:
     if cell is None:
         return DASH
     if isinstance(cell, Ratio):
-        return f"{cell.num}/{cell.den} ({100 * cell.value:.1f} %)" if cell.den else DASH
+        return f"{cell.num}/{cell.den} ({100 * cell.num / cell.den:.1f} %)" if cell.den else DASH
     if isinstance(cell, Estimate):
         if cell.value is None:
             return DASH

@@ -37,11 +37,11 @@ def geometric_mean(values: Sequence[float]) -> float:
 
 
 def _median(samples: np.ndarray) -> np.ndarray:
-    return np.median(samples, axis=-1)
+    return np.asarray(np.median(samples, axis=-1))
 
 
 def _geomean(samples: np.ndarray) -> np.ndarray:
-    return np.exp(np.mean(np.log(samples), axis=-1))
+    return np.asarray(np.exp(np.mean(np.log(samples), axis=-1)))
 
 
 def bootstrap(values: Sequence[float], statistic: Callable[[np.ndarray], np.ndarray],
