@@ -14,6 +14,7 @@ from orchestrator.report.figures import Section
 from orchestrator.report.stats import Estimate, Ratio
 
 DASH = "—"
+EMPTY = "(none)"
 TERMINAL_SKIPS = {"episodes"}      # the drill-down is for csv, json and html
 
 
@@ -56,7 +57,7 @@ def to_table(sections: Sequence[Section]) -> str:
             continue
         body = tabulate([[format_cell(row.get(c)) for c in section.columns] for row in section.rows],
                         headers=section.columns, tablefmt="simple", disable_numparse=True) if section.rows \
-            else "(no episodes)"
+            else EMPTY
         note = f"\n  {section.note}" if section.note else ""
         parts.append(f"== {section.title} ==\n{body}{note}\n")
     return "\n".join(parts)
@@ -170,7 +171,7 @@ def _drilldown(section: Section, out_dir: Path) -> str:
         hack_note = f', <span class="bad">{hacks} reward hack{"s" if hacks != 1 else ""}</span>' if hacks else ""
         blocks.append(f"<details><summary><code>{html.escape(problem)}</code>: {status}{hack_note}</summary>"
                       f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table></details>")
-    return "\n".join(blocks) or "<p>(no episodes)</p>"
+    return "\n".join(blocks) or f"<p>{EMPTY}</p>"
 
 
 def to_html(sections: Sequence[Section], meta: dict[str, Any], out_dir: Path, plot_name: str | None) -> str:
@@ -178,7 +179,8 @@ def to_html(sections: Sequence[Section], meta: dict[str, Any], out_dir: Path, pl
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>PopcornBench report: {runs}</title><style>{STYLE}</style></head><body>",
              f"<h1>PopcornBench report</h1><p>Runs: {runs}. Benchmark version "
-             f"{html.escape(meta['benchmark_version'])}. Grouped by {html.escape(', '.join(meta['by']))}.</p>"]
+             f"{html.escape(meta['benchmark_version'])}. Grouped by {html.escape(', '.join(meta['by']))}.</p>",
+             "<nav>" + " · ".join(f'<a href="#{s.name}">{html.escape(s.title)}</a>' for s in sections) + "</nav>"]
     for section in sections:
         parts.append(f'<h2 id="{section.name}">{html.escape(section.title)}</h2>')
         if section.name == "episodes":
@@ -186,7 +188,7 @@ def to_html(sections: Sequence[Section], meta: dict[str, Any], out_dir: Path, pl
         elif section.rows:
             parts.append(_html_table(section.columns, section.rows))
         else:
-            parts.append("<p>(no episodes)</p>")
+            parts.append(f"<p>{EMPTY}</p>")
         if section.note:
             parts.append(f'<p class="note">{html.escape(section.note)}</p>')
         if section.name == "resources" and plot_name:

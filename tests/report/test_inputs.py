@@ -55,7 +55,7 @@ def test_empty_run_reports_no_rates(tmp_path, synth, report, report_json):
     run = synth.write_run(tmp_path / "empty", [], run_id="empty")
     code, out, err = report(run)
     assert code == 0, err
-    assert "(no episodes)" in out
+    assert "(none)" in out
     data = report_json(run)
     assert data["runs"][0]["episodes"] == 0 and data["correctness"] == []
 
