@@ -77,6 +77,7 @@ def _include_dirs(task: Task, roots: Mapping[str, Path], sides: tuple[str, ...])
     for side in sides:
         entries += m[side].get("includes", [])
     dirs: list[Path] = [task.path]
+    dirs += [task.path.parent.parent / rel for rel in m["build"].get("local_includes", [])]
     for inc in entries:
         path = roots[inc["pin"]] / inc["path"]
         if path not in dirs:
@@ -119,15 +120,26 @@ def cache_key(task: Task, side: str, cmd: list[str], source: Path, roots: Mappin
     m = task.manifest
     parts = {
         "nvcc": nvcc_version(cmd[0]),
-        "command": [c.replace(str(task.path), "<task>") for c in _canonical(cmd, roots)[1:]],
+        "command": [c.replace(str(task.path.parent.parent), "<translation>") for c in _canonical(cmd, roots)[1:]],
         "source": hashlib.sha256(source.read_bytes()).hexdigest(),
         "header": hashlib.sha256(task.file(m["entry"]["header"]).read_bytes()).hexdigest(),
         "pins": sorted(p["sha256"] for p in m["pins"].values()),
+        "local": _local_digest(task),
         "side": side,
     }
     if side == "candidate":
         parts["h100_adapter"] = ""  # the candidate does not see the adapters
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _local_digest(task: Task) -> str:
+    """Hash of our shim directories (their headers change what a build produces)."""
+    digest = hashlib.sha256()
+    for rel in task.manifest["build"].get("local_includes", []):
+        for f in sorted((task.path.parent.parent / rel).rglob("*")):
+            if f.is_file():
+                digest.update(f.name.encode() + f.read_bytes())
+    return digest.hexdigest()
 
 
 def _canonical(cmd: list[str], roots: Mapping[str, Path]) -> list[str]:

@@ -83,6 +83,9 @@ def validate_manifest(manifest: dict[str, Any], path: Path, schema_dir: Path = S
     for side in ("a100", "h100"):
         if manifest[side]["main"] not in manifest[side]["sources"]:
             raise ManifestError(str(path), f"/{side}/main", "the main file must be listed in sources")
+    for i, rel in enumerate(manifest["build"].get("local_includes", [])):
+        if not (folder.parent.parent / rel).is_dir():
+            raise ManifestError(str(path), f"/build/local_includes/{i}", f"{rel} is not a folder under translation/")
     _check_shapes(manifest, path)
     if manifest["glue"] == "complete":
         needed = [manifest["entry"]["header"], "task.py", "Dockerfile"]

@@ -1,0 +1,104 @@
+"""Build recipes and real nvcc builds (compile and link only: no GPU here).
+
+The cheapest calibration task, tr-cutlass-tf32-gemm, is built on both sides: its
+A100 side for sm_90 and its H100 side for sm_90a (about 10 s and 30 s on an idle
+2-core machine). Candidates build for sm_90a against the declared entry point.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import REPO_ROOT
+from orchestrator.translation import builds, sources
+from orchestrator.translation.catalog import find_task
+
+TASK = "tr-cutlass-tf32-gemm"
+
+NAIVE_CANDIDATE = r"""
+// A correct but slow candidate: one thread per output element, fp32 FMA.
+__global__ void naive(int m, int n, int k, float alpha, const float* A, const float* B, float beta,
+                      const float* C, float* D) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y;
+  if (i >= m || j >= n) return;
+  float acc = 0.f;
+  for (int p = 0; p < k; ++p) acc += A[i * k + p] * B[j * k + p];
+  D[i + j * m] = alpha * acc + beta * C[i + j * m];
+}
+extern "C" int popcorn_tf32_gemm(int m, int n, int k, float alpha, const float* A, const float* B,
+                                 float beta, const float* C, float* D, cudaStream_t stream) {
+  naive<<<dim3((m + 127) / 128, n), 128, 0, stream>>>(m, n, k, alpha, A, B, beta, C, D);
+  return static_cast<int>(cudaPeekAtLastError());
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def task_and_roots(cache_dir: Path):
+    task = find_task(TASK, REPO_ROOT / "translation")
+    return task, sources.prepare(task.manifest, cache_dir)
+
+
+def _sass_archs(library: Path) -> set[str]:
+    """The SM targets named in a library's embedded fatbinary (nvcc writes them as plain text)."""
+    return {m.decode() for m in re.findall(rb"sm_\d+a?", library.read_bytes())}
+
+
+def test_command_targets_each_side(task_and_roots) -> None:
+    task, roots = task_and_roots
+    out = Path("lib.so")
+    a100 = builds.command(task, "a100", roots, task.file("a100.cu"), out, nvcc="nvcc")
+    h100 = builds.command(task, "h100", roots, task.file("h100.cu"), out, nvcc="nvcc")
+    cand = builds.command(task, "candidate", roots, Path("cand.cu"), out, nvcc="nvcc")
+    assert "arch=compute_90,code=sm_90" in a100 and "arch=compute_90a,code=sm_90a" in h100
+    assert "arch=compute_90a,code=sm_90a" in cand
+    assert cand[cand.index("-include") + 1] == str(task.file("entry.h"))
+    assert "-include" not in a100 and "-include" not in h100
+    cutlass_include = f"-I{roots['cutlass42'] / 'include'}"
+    assert cutlass_include in a100 and cutlass_include in h100 and cutlass_include in cand
+
+
+def test_both_sides_build_and_export_the_entry_point(task_and_roots, cache_dir: Path) -> None:
+    task, roots = task_and_roots
+    for side in ("a100", "h100"):
+        result = builds.build(task, side, roots, cache_dir)
+        assert result.ok and result.library is not None and result.library.is_file()
+        symbols = subprocess.run(["nm", "-D", "--defined-only", str(result.library)], capture_output=True,
+                                 text=True, check=True).stdout
+        assert " T popcorn_tf32_gemm" in symbols
+        assert _sass_archs(result.library) == {"sm_90" if side == "a100" else "sm_90a"}
+        again = builds.build(task, side, roots, cache_dir)
+        assert again.cached and again.library == result.library
+
+
+def test_candidate_builds_and_a_broken_one_reports_nvcc_errors(task_and_roots, cache_dir: Path,
+                                                                tmp_path: Path) -> None:
+    task, roots = task_and_roots
+    good = tmp_path / "naive.cu"
+    good.write_text(NAIVE_CANDIDATE)
+    result = builds.build(task, "candidate", roots, tmp_path / "cache", candidate=good)
+    assert result.ok, result.log
+    assert _sass_archs(result.library) == {"sm_90a"}
+
+    wrong_signature = tmp_path / "wrong.cu"  # int where the header declares float: a conflicting declaration
+    wrong_signature.write_text(NAIVE_CANDIDATE.replace("float beta, const float* C, float* D, cudaStream_t",
+                                                       "int beta, const float* C, float* D, cudaStream_t"))
+    bad = builds.build(task, "candidate", roots, tmp_path / "cache", candidate=wrong_signature)
+    assert not bad.ok and bad.library is None
+    assert "popcorn_tf32_gemm" in bad.log and "error" in bad.log
+
+    syntax = tmp_path / "syntax.cu"
+    syntax.write_text("extern \"C\" int popcorn_tf32_gemm(  // unterminated\n")
+    broken = builds.build(task, "candidate", roots, tmp_path / "cache", candidate=syntax)
+    assert not broken.ok and "error" in broken.log
+
+
+def test_a_broken_reference_recipe_raises_with_the_log_path(task_and_roots, tmp_path: Path) -> None:
+    task, roots = task_and_roots
+    manifest = {**task.manifest, "build": {**task.manifest["build"], "flags": ["-DPOPCORN_BROKEN", "--no-such-flag"]}}
+    broken = type(task)(task.path, manifest)
+    with pytest.raises(builds.BuildError, match=r"the a100 build failed .* see .*failed-a100-"):
+        builds.build(broken, "a100", roots, tmp_path)
