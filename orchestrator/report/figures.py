@@ -274,19 +274,22 @@ def _number(cell: Any) -> float | None:
     return float(cell) if isinstance(cell, (int, float)) else None
 
 
-def compare_section(outcomes: Sequence[Outcome], runs: Sequence[Run]) -> Section:
-    """Runs side by side: one column per run, and the difference when there are two."""
+def compare_section(outcomes: Sequence[Outcome], runs: Sequence[Run], keys: Sequence[str] = ()) -> Section:
+    """Runs side by side: one column per run, and the difference when there are two;
+    one block of figures per group of the other keys."""
     ids = [r.run_id for r in runs]
-    columns = ["figure", *ids] + (["difference"] if len(ids) == 2 else [])
+    keys = [k for k in keys if k != "run"]
+    columns = [*keys, "figure", *ids] + (["difference"] if len(ids) == 2 else [])
     section = Section("compare", "Runs side by side", columns,
                       note="difference: second run minus first (rates as fractions)")
-    by_run = {rid: [o for o in outcomes if o.run_id == rid] for rid in ids}
-    for name, figure in COMPARED:
-        row: dict[str, Any] = {"figure": name, **{rid: figure(by_run[rid]) for rid in ids}}
-        if len(ids) == 2:
-            first, second = _number(row[ids[0]]), _number(row[ids[1]])
-            row["difference"] = second - first if first is not None and second is not None else None
-        section.rows.append(row)
+    for labels, members in group(outcomes, keys):
+        by_run = {rid: [o for o in members if o.run_id == rid] for rid in ids}
+        for name, figure in COMPARED:
+            row: dict[str, Any] = {**labels, "figure": name, **{rid: figure(by_run[rid]) for rid in ids}}
+            if len(ids) == 2:
+                first, second = _number(row[ids[0]]), _number(row[ids[1]])
+                row["difference"] = second - first if first is not None and second is not None else None
+            section.rows.append(row)
     return section
 
 
@@ -326,6 +329,6 @@ def build(runs: Sequence[Run], keys: Sequence[str]) -> list[Section]:
     if any(str(o.key("track")).startswith("translation") for o in outcomes):
         sections.append(families_section(outcomes, ["run"] if len(runs) > 1 else []))
     if len(runs) > 1:
-        sections.append(compare_section(outcomes, runs))
+        sections.append(compare_section(outcomes, runs, keys))
     sections.append(episodes_section(outcomes, runs))
     return sections

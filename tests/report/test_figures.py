@@ -196,6 +196,7 @@ def test_two_runs_side_by_side(tmp_path, synth, report_json):
     assert frac(compare["correct"]["a"]) == (2, 4) and frac(compare["correct"]["b"]) == (3, 4)
     assert compare["correct"]["difference"] == pytest.approx(0.25)
     assert compare["median speedup"]["difference"] == pytest.approx(-1.0)
+    assert {(r["track"], r["harness"]) for r in data["compare"]} == {("subdomain", "st")}   # one block per group
     # grouped tables tell the runs apart
     assert {r["run"] for r in data["correctness"]} == {"a", "b"}
     assert data["_meta"]["by"] == ["run", "track", "harness"]
