@@ -209,25 +209,26 @@ def plan(settings: Settings, toolchain: str | None = None, client: Any = None,
     for folder in problem_folders(settings.problems_dir):
         problem_id = folder.relative_to(settings.problems_dir).as_posix()
         domain = folder.parent.parent.name
-        if not (folder / "Dockerfile").is_file():
-            missing.append(str(folder / "Dockerfile"))
-            continue
         if domain in domains:
             specs.append(ImageSpec(name=image_name(problem_id), kind="problem", dockerfile=folder / "Dockerfile",
                                    context=_folder_files(folder, private=True), parent=domains[domain],
                                    parent_arg="DOMAIN_IMAGE", problem=problem_id))
     for folder in task_folders(settings.translation_dir) if translation else []:
         task_id = "translation/" + folder.relative_to(settings.translation_dir).as_posix()
-        if not (folder / "Dockerfile").is_file():
-            missing.append(str(folder / "Dockerfile"))
-            continue
         specs.append(ImageSpec(name=image_name(task_id), kind="task", dockerfile=folder / "Dockerfile",
                                context=_folder_files(folder, private=True), parent=base,
                                parent_arg="BASE", problem=task_id))
     if missing:
+        raise UserError("no Dockerfile: " + ", ".join(missing))
+    return specs
+
+
+def check_dockerfiles(specs: list[ImageSpec]) -> None:
+    """UserError naming every selected image whose Dockerfile is missing."""
+    missing = [str(s.dockerfile) for s in specs if s.dockerfile is not None and not s.dockerfile.is_file()]
+    if missing:
         raise UserError("no Dockerfile: " + ", ".join(missing) +
                         " (python -m orchestrator images build --write-dockerfiles writes the standard one)")
-    return specs
 
 
 def select(specs: list[ImageSpec], only: str | None) -> list[ImageSpec]:
@@ -457,6 +458,7 @@ def resolve_image(problem_id: str, lock_path: Path | None = None, settings: Sett
     settings = settings or Settings()
     for spec in plan(settings):
         if spec.problem == problem_id:
+            check_dockerfiles([spec])
             if not _exists(client, spec.ref):
                 raise UserError(f"image {spec.ref} for {problem_id} is not built: make images "
                                 f"(python -m orchestrator images build --only {problem_id})")
@@ -509,6 +511,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
     client = engine()
     specs = select(plan(settings, args.toolchain, client, args.translation), args.only)
+    check_dockerfiles(specs)
     report = build_all(client, specs, settings, force=args.force, progress=not args.quiet)
     for line in report.failed:
         print(f"error: {line}", file=sys.stderr)
@@ -578,6 +581,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     client = engine()
     rows = []
     for spec in plan(Settings(), args.toolchain, client):
+        if spec.dockerfile is not None and not spec.dockerfile.is_file():
+            rows.append([spec.kind, spec.name, "no Dockerfile", "-"])
+            continue
         present = _exists(client, spec.ref)
         size = client.images.get(spec.ref).attrs.get("Size", 0) / 1e6 if present else None
         rows.append([spec.kind, spec.ref, "yes" if present else "no", f"{size:.0f}" if size else "-"])
