@@ -125,3 +125,12 @@ def test_cli_entry_point(run_dir):
     bad = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(run_dir.parent)], cwd=REPO,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_html_escapes_record_text(report, synth, tmp_path):
+    run = synth.write_run(tmp_path / "run-a", [synth.episode("correct", problem="graph/l1/<script>x</script>",
+                                                             model="m&<i>")])
+    code, _, _ = report(run, "--format", "html", "--out", tmp_path / "html")
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert code == 0 and "<script>" not in page and "<i>" not in page
+    assert "graph/l1/&lt;script&gt;x&lt;/script&gt;" in page and "m&amp;&lt;i&gt;" in page
