@@ -89,19 +89,32 @@ def _fast_label(p: float) -> str:
 # -- sections ----------------------------------------------------------------------------
 
 def runs_section(runs: Sequence[Run]) -> Section:
-    section = Section("runs", "Runs", ["run", "path", "benchmark version", "episodes", "counted",
-                                       "infra errors", "rewritten", "models", "harnesses"])
+    section = Section("runs", "Runs", ["run", "path", "benchmark version", "planned", "episodes", "missing",
+                                       "counted", "infra errors", "infra retried", "rewritten", "models",
+                                       "harnesses"])
     for run in runs:
         outcomes = outcomes_of([run])
         section.rows.append({
             "run": run.run_id, "path": str(run.path), "benchmark version": run.benchmark_version,
-            "episodes": len(outcomes), "counted": len(_counted(outcomes)),
-            "infra errors": sum(o.infra for o in outcomes), "rewritten": run.superseded,
+            "planned": run.planned, "episodes": len(outcomes),
+            "missing": _missing(run), "counted": len(_counted(outcomes)),
+            "infra errors": sum(o.infra for o in outcomes), "infra retried": run.infra_retried,
+            "rewritten": run.superseded,
             "models": ", ".join(sorted({str(o.key("model")) for o in outcomes})),
             "harnesses": ", ".join(sorted({str(o.key("harness")) for o in outcomes}, key=lambda h: _ORDER.get(h, 9))),
         })
-    section.note = "counted = episodes charged to the model; infra errors are listed, never counted"
+    section.note = ("missing: planned episodes without a record (an unfinished run); counted: episodes charged "
+                    "to the model; infra errors are listed, never counted; infra retried: earlier infra errors "
+                    "that --resume ran again (episodes.infra.jsonl)")
     return section
+
+
+def _missing(run: Run) -> int | None:
+    planned = run.meta.get("planned")
+    if not isinstance(planned, list):
+        return None
+    recorded = {r["episode_id"] for r in run.episodes}
+    return sum(1 for p in planned if isinstance(p, dict) and p.get("episode_id") not in recorded)
 
 
 def correctness_section(outcomes: Sequence[Outcome], keys: Sequence[str]) -> Section:

@@ -29,6 +29,8 @@ class Run:
     episodes: list[dict[str, Any]]        # one record per episode id (the last one written)
     benchmark_version: str
     superseded: int = 0                   # earlier records of an episode id that was rewritten
+    planned: int | None = None            # run.json's planned episodes, when it lists them
+    infra_retried: int = 0                # infra errors moved to episodes.infra.jsonl and run again
     warnings: list[str] = field(default_factory=list)
 
 
@@ -111,9 +113,19 @@ def load_run(path: str | Path) -> Run:
         latest.pop(record["episode_id"], None)
         latest[record["episode_id"]] = record
     run_id = str(meta.get("run_id") or (records[0]["run_id"] if records else run_dir.name))
+    planned = meta.get("planned")
     return Run(path=run_dir, run_id=run_id, meta=meta, episodes=list(latest.values()),
                benchmark_version=_version_of(meta, records, run_dir),
-               superseded=len(records) - len(latest), warnings=warnings)
+               superseded=len(records) - len(latest), warnings=warnings,
+               planned=len(planned) if isinstance(planned, list) else None,
+               infra_retried=_count_lines(run_dir / "episodes.infra.jsonl"))
+
+
+def _count_lines(path: Path) -> int:
+    """Records kept for audit only (`--resume` moves infra errors there before re-running them)."""
+    if not path.is_file():
+        return 0
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def load_runs(paths: list[str] | list[Path]) -> list[Run]:

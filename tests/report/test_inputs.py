@@ -80,7 +80,9 @@ def test_partial_run_interrupted_mid_write_and_resumed(tmp_path, synth, report, 
     first = e("infra", episode_id="graph/l1/csr_spmv|st|model-a|0")
     retried = e("correct", episode_id="graph/l1/csr_spmv|st|model-a|0")      # the resumed run wrote it again
     other = e("incorrect", problem="graph/l1/csr_spmm", episode_id="graph/l1/csr_spmm|st|model-a|0")
-    run = synth.write_run(tmp_path / "run-a", [first, other, retried])
+    planned = ["graph/l1/csr_spmv|st|model-a|0", "graph/l1/csr_spmm|st|model-a|0", "graph/l1/sddmm|st|model-a|0"]
+    run = synth.write_run(tmp_path / "run-a", [first, other, retried], planned=planned)
+    (run / "episodes.infra.jsonl").write_text(json.dumps(e("infra")) + "\n")
     half = json.dumps(e("correct", problem="graph/l1/sddmm"))[:200]      # killed while writing
     with (run / "episodes.jsonl").open("a") as handle:
         handle.write(half)
@@ -88,7 +90,9 @@ def test_partial_run_interrupted_mid_write_and_resumed(tmp_path, synth, report, 
     assert code == 0
     assert "episodes.jsonl:4: ignoring an incomplete last line" in err
     data = report_json(run)
-    assert data["runs"][0]["episodes"] == 2 and data["runs"][0]["rewritten"] == 1
+    runs_row = data["runs"][0]
+    assert (runs_row["planned"], runs_row["episodes"], runs_row["missing"]) == (3, 2, 1)   # sddmm never finished
+    assert runs_row["rewritten"] == 1 and runs_row["infra retried"] == 1
     row = data["correctness"][0]
     assert row["infra errors"] == 0 and row["correct"] == {"num": 1, "den": 2, "value": 0.5}
 
