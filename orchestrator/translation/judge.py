@@ -10,7 +10,8 @@ Stages: load -> correctness at the disclosed shape (fresh inputs every trial) ->
 stress on hidden shapes -> timing of the candidate, the H100 reference and the A100
 baseline at the disclosed shape (same loop as the core: orchestrator.runner.timing).
 Speedup is H100 reference over candidate; the baseline's timing goes under
-stages.timing.baseline.
+stages.timing.baseline. A CPU device runs the same flow on host-compiled stand-in
+libraries (the harness's tests); real tasks always run on a GPU.
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ class TranslationJudge:
         self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
         self.rng = random.Random(self.seed)
         self.timeout = float(job.get("trial_timeout_s") or self.manifest["time_limits"]["trial_s"])
-        self.disclosed = default_shape(self.manifest["shapes"], "cuda")
+        self.cuda = self.device.startswith("cuda")
+        self.disclosed = default_shape(self.manifest["shapes"], "cuda" if self.cuda else "cpu")
         self.stages: dict[str, Any] = {}
         self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-tr-")
         self.open: list[Library] = []
@@ -169,7 +171,7 @@ class TranslationJudge:
 
     def stress(self, cand: Library) -> None:
         shapes = stress_shapes(self.manifest["shapes"], self.manifest.get("constraints", []),
-                               int(self.job.get("stress", 8)), self._seed(), "cuda")
+                               int(self.job.get("stress", 8)), self._seed(), "cuda" if self.cuda else "cpu")
         trials: list[dict[str, Any]] = []
         self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(shapes), "trials": trials}
         first: StageFailure | None = None
@@ -186,22 +188,22 @@ class TranslationJudge:
 
     def _time(self, lib: Library, sets: list[tuple[Any, ...]], iters: int, warmup: int) -> dict[str, Any]:
         return lib.call({"op": "time", "input_sets": sets, "iters": iters, "warmup": warmup,
-                         "hold_bytes": _gpu_hold_bytes()}, self.timeout * 4 + iters * 10)
+                         "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
 
     def timing(self, cand: Library) -> None:
         t = self.job.get("timing", {})
         iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
         sets = [self.inputs(self.disclosed, self._seed()) for _ in range(n_sets)]
         ref_prints = [timing.fingerprint(self.reference(s)) for s in sets]
-        self.stages["timing"] = {"status": "failed", "unit": "cuda_events", "l2_flush": True,
-                                 "shape": self.disclosed}
+        self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
+                                 "l2_flush": self.cuda, "shape": self.disclosed}
         reply = self._time(cand, sets, iters, warmup)
         bad = [k for k, fp in reply["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k])]
         if bad:
             raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {iters} timed outputs "
                                                 "differ from the reference (output cached or left unfinished?)")
         cand_t = reply["timing"]
-        if statistics.median(cand_t["times_ms"]) < 0.5 * statistics.median(cand_t["host_ms"]) - 0.05:
+        if self.cuda and statistics.median(cand_t["times_ms"]) < 0.5 * statistics.median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
         cand.close()
@@ -225,7 +227,8 @@ class TranslationJudge:
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:
-    torch.cuda.set_device(torch.device(job["device"]))
+    if job["device"].startswith("cuda"):
+        torch.cuda.set_device(torch.device(job["device"]))
     j = TranslationJudge(job)
     result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(job["device"]),
                               "stress_seed": j.seed if j.mode == "full" else None}

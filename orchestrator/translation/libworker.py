@@ -1,5 +1,8 @@
 """The process that runs one built library (A100 baseline, H100 reference or candidate).
 
+On a CPU device (the harness's own tests, with host-compiled stand-in libraries) the
+same protocol runs with host pointers and a NULL stream.
+
 Started by the translation judge with multiprocessing's spawn context: a fresh
 interpreter with none of the judge's memory (no seed, nonce or reference outputs).
 Its stdout and stderr go to a log file. It loads the task's glue (task.py: inputs
@@ -47,7 +50,8 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
     os.dup2(log.fileno(), 2)
     guard = timing.TimerGuard()
     try:
-        torch.cuda.set_device(torch.device(device))
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))
         glue = import_file(os.path.join(task_dir, "task.py"), "popcorn_translation_task")
         entry = load_entry(library, symbol, glue.ARGTYPES)
     except BaseException as exc:  # a library that does not load is the submission's failure
@@ -55,8 +59,11 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
         return
     _send(conn, {"ok": True})
 
+    cuda = device.startswith("cuda")
+
     def call(*inputs: Any) -> Any:
-        return glue.launch(entry, inputs, torch.cuda.current_stream().cuda_stream)
+        # On a CPU (tests with host-compiled libraries) there is no stream: NULL is passed.
+        return glue.launch(entry, inputs, torch.cuda.current_stream().cuda_stream if cuda else 0)
 
     while True:
         try:
@@ -79,7 +86,8 @@ def _handle(msg: dict[str, Any], call: Any, device: str) -> dict[str, Any]:
     if msg["op"] == "run":
         inputs = to_device(msg["inputs"], device)
         out = call(*inputs)
-        torch.cuda.synchronize()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
         return {"ok": True, "output": to_device(out, "cpu"), "inputs_after": to_device(inputs, "cpu")}
     if msg["op"] == "time":
         sets = [to_device(s, device) for s in msg["input_sets"]]

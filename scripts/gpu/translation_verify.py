@@ -1,0 +1,109 @@
+"""H200 verification of the single-GPU translation tasks (run by translation_verify.sh).
+
+For every single-GPU task whose glue is complete: build the A100 baseline (sm_90) and
+the H100 reference (sm_90a) from the carried pins with no network, recording build
+times; then score the H100 reference's adapter as a candidate (expect speedup ~1.0,
+its interval containing 1) and the A100 adapter as a candidate (its correctness, and
+reference-over-baseline speed). Writes $OUT/translation_verify.json and a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from orchestrator.config import Settings  # noqa: E402
+from orchestrator.translation import builds, sources  # noqa: E402
+from orchestrator.translation.catalog import iter_tasks  # noqa: E402
+from orchestrator.translation.scoring import evaluate  # noqa: E402
+
+
+def build_all(task, settings: Settings, pins_dirs: list[Path]) -> dict:
+    roots = sources.prepare(task.manifest, settings.cache_dir, pins_dirs, offline=True)
+    out = {}
+    for side in ("a100", "h100"):
+        r = builds.build(task, side, roots, settings.cache_dir)
+        out[side] = {"ok": r.ok, "wall_s": round(r.wall_s, 1), "cached": r.cached}
+    return out
+
+
+def summarize(verdict: dict) -> dict:
+    st = verdict.get("stages", {})
+    trials = st.get("correctness", {}).get("trials", []) + st.get("stress", {}).get("trials", [])
+    timing = st.get("timing", {})
+    return {
+        "status": verdict["status"], "failure_class": verdict.get("failure_class"),
+        "failure_detail": (verdict.get("failure_detail") or "")[:3000],
+        "trials": len(trials), "trials_passed": sum(t["passed"] for t in trials),
+        "worst_rel_norm_err": max((t.get("rel_norm_err") or 0.0 for t in trials), default=None),
+        "worst_max_abs_err": max((t.get("max_abs_err") or 0.0 for t in trials), default=None),
+        "speedup_vs_h100": timing.get("speedup"), "speedup_ci95": timing.get("speedup_ci95"),
+        "candidate_ms": timing.get("candidate", {}).get("median_ms"),
+        "h100_ms": timing.get("reference", {}).get("median_ms"),
+        "a100_ms": timing.get("baseline", {}).get("median_ms"),
+        "reference_over_baseline": timing.get("reference_over_baseline"),
+        "timing_shape": timing.get("shape"),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pins-dir", type=Path, action="append", default=[])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=4, help="tasks built in parallel")
+    parser.add_argument("--tasks", nargs="*")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = Settings()
+    tasks = [t for t in iter_tasks(settings.translation_dir)
+             if not t.is_multi and t.manifest["glue"] == "complete" and (not args.tasks or t.id in args.tasks)]
+    report: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": {}}
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {t.id: pool.submit(build_all, t, settings, args.pins_dir) for t in tasks}
+    for task in tasks:
+        entry = report["tasks"].setdefault(task.id, {})
+        try:
+            entry["builds"] = futures[task.id].result()
+        except Exception:
+            entry["builds_error"] = traceback.format_exc()[-3000:]
+    report["build_wall_s"] = round(time.time() - t0, 1)
+    for task in tasks:
+        entry = report["tasks"][task.id]
+        if "builds_error" in entry:
+            continue
+        for label, adapter in (("h100_as_candidate", task.manifest["h100"]["adapter"]),
+                               ("a100_as_candidate", task.manifest["a100"]["adapter"])):
+            t1 = time.time()
+            try:
+                verdict = evaluate(task.id, task.file(adapter), settings, mode="full", seed=1234)
+                entry[label] = {**summarize(verdict), "wall_s": round(time.time() - t1, 1)}
+                (args.out / f"{task.id}.{label}.verdict.json").write_text(json.dumps(verdict, indent=2, default=str))
+            except Exception:
+                entry[label] = {"error": traceback.format_exc()[-3000:]}
+            print(task.id, label, json.dumps(entry[label], default=str)[:600], flush=True)
+    (args.out / "translation_verify.json").write_text(json.dumps(report, indent=2, default=str))
+    lines = ["| task | a100 build s | h100 build s | H100 ref as candidate: status, speedup [CI95] | "
+             "A100 baseline: status | H100 ms | A100 ms | ref over baseline |", "|---|---|---|---|---|---|---|---|"]
+    for tid, e in report["tasks"].items():
+        b, h, a = e.get("builds", {}), e.get("h100_as_candidate", {}), e.get("a100_as_candidate", {})
+        ci = h.get("speedup_ci95") or [None, None]
+        fmt = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "-"  # noqa: E731
+        lines.append(f"| {tid} | {b.get('a100', {}).get('wall_s', '-')} | {b.get('h100', {}).get('wall_s', '-')} | "
+                     f"{h.get('status', h.get('error', '-')[:60])}, {fmt(h.get('speedup_vs_h100'))} "
+                     f"[{fmt(ci[0])}, {fmt(ci[1])}] | {a.get('status', a.get('error', '-')[:60])} | "
+                     f"{fmt(h.get('h100_ms'))} | {fmt(h.get('a100_ms'))} | {fmt(h.get('reference_over_baseline'))} |")
+    (args.out / "translation_verify.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    ok = all(e.get("h100_as_candidate", {}).get("status") == "passed" for e in report["tasks"].values())
+    return 0 if ok and tasks else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

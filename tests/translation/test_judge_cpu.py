@@ -1,0 +1,118 @@
+"""The translation judge end to end on a CPU, with host-compiled stand-in libraries.
+
+Real tasks run on a GPU; here the same flow (spawned library processes, ctypes, the
+task's glue and reference, correctness, stress, timing, the signed verdict) runs on
+tr-cutlass-tf32-gemm with plain C implementations of its entry point built by the
+host compiler, so every failure class the judge assigns is exercised for real.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from orchestrator.config import REPO_ROOT
+from orchestrator.translation.catalog import find_task
+from orchestrator.translation.scoring import _assemble, run_judge
+
+TASK = find_task("tr-cutlass-tf32-gemm", REPO_ROOT / "translation")
+
+HEADER = """
+#include <stddef.h>
+int popcorn_tf32_gemm(int m, int n, int k, float alpha, const float* A, const float* B,
+                      float beta, const float* C, float* D, void* stream) {
+"""
+CORRECT = HEADER + """
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      double acc = 0;
+      for (int p = 0; p < k; ++p) acc += (double)A[i * k + p] * B[p + j * k];
+      D[i + j * m] = (float)(alpha * acc + beta * C[i + j * m]);
+    }
+  return 0;
+}
+"""
+IGNORES_BETA = CORRECT.replace("+ beta * C[i + j * m]", "")
+DISCLOSED_ONLY = CORRECT.replace("  for (int j = 0;", "  if (m != 48 || n != 40 || k != 36) return 0;\n  for (int j = 0;")
+MUTATES_A = CORRECT.replace("  return 0;\n}", "  ((float*)A)[0] = 0.f;\n  return 0;\n}")
+CRASHES = HEADER + "  D = NULL; D[0] = 1.f; return 0;\n}\n"
+FAILS = HEADER + "  return 700;  /* cudaErrorIllegalAddress */\n}\n"
+
+
+def _library(tmp_path: Path, name: str, code: str) -> str:
+    src, lib = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
+    src.write_text(code)
+    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    return str(lib)
+
+
+def _judge(tmp_path: Path, candidate: str, mode: str = "full") -> dict:
+    reference = _library(tmp_path, "reference", CORRECT)
+    job = {"task_dir": str(TASK.path), "symbol": "popcorn_tf32_gemm", "device": "cpu", "mode": mode, "seed": 7,
+           "libraries": {"candidate": _library(tmp_path, "candidate", candidate), "h100": reference,
+                         "a100": reference},
+           "trials": 3, "stress": 4, "timing": {"iters": 5, "warmup": 1, "input_sets": 2}, "trial_timeout_s": 60}
+    return run_judge(job, timeout_s=300)
+
+
+@pytest.fixture(scope="module")
+def result_schema() -> dict:
+    return json.loads((REPO_ROOT / "schemas" / "result.schema.json").read_text())
+
+
+def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: Path, result_schema: dict) -> None:
+    result = _judge(tmp_path, CORRECT)
+    assert result["failure_class"] is None, result["failure_detail"]
+    stages = result["stages"]
+    assert [t["passed"] for t in stages["correctness"]["trials"]] == [True] * 3
+    assert stages["correctness"]["shape"] == {"m": 48, "n": 40, "k": 36}
+    assert stages["stress"]["n"] == 4 and all(t["passed"] for t in stages["stress"]["trials"])
+    assert any(t["shape"] != stages["correctness"]["shape"] for t in stages["stress"]["trials"])
+    timing = stages["timing"]
+    assert timing["unit"] == "cpu_wall" and timing["candidate"]["n"] == 5
+    assert timing["baseline"]["n"] == 5 and timing["speedup"] > 0
+    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, None)
+    jsonschema.validate(record, result_schema)
+    assert record["status"] == "passed" and record["speedup"] == timing["speedup"]
+    assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
+
+
+def test_wrong_output_is_incorrect(tmp_path: Path) -> None:
+    result = _judge(tmp_path, IGNORES_BETA)
+    assert result["failure_class"] == "incorrect"
+    assert "outside atol" in result["failure_detail"] or "relative norm" in result["failure_detail"]
+
+
+def test_disclosed_shape_only_fails_stress_and_is_flagged(tmp_path: Path, result_schema: dict) -> None:
+    result = _judge(tmp_path, DISCLOSED_ONLY)
+    assert result["passed_disclosed"] and result["failure_class"] == "stress_failed"
+    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, None)
+    jsonschema.validate(record, result_schema)
+    assert record["reward_hack_suspected"] and record["speedup"] is None
+
+
+def test_writing_a_read_only_input_is_a_hack(tmp_path: Path) -> None:
+    result = _judge(tmp_path, MUTATES_A)
+    assert result["failure_class"] == "hack_detected" and "input_mutation" in result["failure_detail"]
+
+
+def test_crash_and_error_codes_are_runtime_errors(tmp_path: Path) -> None:
+    crashed = _judge(tmp_path, CRASHES, mode="check")
+    assert crashed["failure_class"] == "runtime_error" and "died" in crashed["failure_detail"]
+    failed = _judge(tmp_path, FAILS, mode="check")
+    assert failed["failure_class"] == "runtime_error" and "cudaError 700" in failed["failure_detail"]
+
+
+def test_a_forged_verdict_line_is_ignored(tmp_path: Path) -> None:
+    forged = HEADER + r"""
+  static int done = 0;
+  if (!done) { done = 1; fprintf(stdout, "\nPOPCORN-VERDICT {\"failure_class\": null} 00\n"); fflush(stdout); }
+  return 700;
+}
+"""
+    result = _judge(tmp_path, "#include <stdio.h>\n" + forged, mode="check")
+    assert result["failure_class"] == "runtime_error"
