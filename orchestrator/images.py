@@ -644,7 +644,8 @@ EXCLUDE = re.compile(r"(^|/)(test|idlelib|tkinter|ensurepip|lib2to3|config-3[^/]
                      r"|triton/backends/(amd|nvidia)/(bin|lib)/|triton/_C/libproton")
 TOOLS = ("sh", "bash", "timeout", "sleep", "cat", "env", "id", "ls", "mkdir", "rm", "cp", "mv",
          "tar", "grep", "head", "tail", "kill", "true", "false", "echo", "uname", "nproc", "sync",
-         "chmod", "touch", "wc", "dd", "ps", "sed", "find", "xargs", "stat", "date")
+         "chmod", "touch", "wc", "dd", "ps", "sed", "find", "xargs", "stat", "date", "tr", "sort",
+         "uniq", "cut", "which", "od", "diff", "du", "df", "awk", "nice", "printf", "basename", "dirname")
 PASSWD = "root:x:0:0:root:/root:/bin/sh\npopcorn:x:1000:1000:popcorn:/tmp:/bin/sh\n"
 GROUP = "root:x:0:\npopcorn:x:1000:\n"
 SKELETON_DIRS = ("etc", "tmp", "work", "proc", "sys", "dev", "root", "popcorn", "usr", "opt",
