@@ -212,7 +212,9 @@ class Episode:
         record: dict[str, Any] = {
             "schema_version": 1, "kind": "episode", "benchmark_version": BENCHMARK_VERSION,
             "run_id": spec.run_id, "episode_id": spec.episode_id, "problem": spec.entry.id, "track": spec.track,
-            "domain": manifest.get("domain"), "level": manifest.get("level"), "family": manifest.get("family"),
+            "domain": getattr(spec.entry, "domain", manifest.get("domain")),
+            "level": getattr(spec.entry, "level", manifest.get("level")),
+            "family": getattr(spec.entry, "family", manifest.get("family")),
             "harness": spec.harness, "model": spec.model, "attempt": spec.attempt,
             "status": self.status, "error": self.error, "verdict": verdict if self.status == "completed" else None,
             "turns": ledger.turns, "tokens": ledger.usage.to_dict(),

@@ -129,6 +129,9 @@ run Python kernels (profile, disassemble, roofline) and the Python static analyz
 
 
 def is_translation(entry: Any) -> bool:
+    kind = getattr(entry, "kind", None)
+    if kind is not None:
+        return bool(kind == "translation")
     manifest = entry.manifest
     return str(manifest.get("id", "")).startswith("tr-") or "entry" in manifest and "a100" in manifest
 

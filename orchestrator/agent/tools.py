@@ -32,6 +32,7 @@ from orchestrator.errors import InfraError
 
 DEFAULT_OUTPUT_LIMIT = 12_000  # characters of one tool result sent to the model
 PROBE_PREFIX = "POPCORN_PROBE "
+PROBE_DIR = ".probe"
 REPO_ORCHESTRATOR = Path(__file__).resolve().parent.parent
 
 HARNESS_TOOLS: dict[str, tuple[str, ...]] = {
@@ -205,7 +206,8 @@ class Workspace:
         path.write_text(code)
         return path
 
-    # ---- probe plumbing
+    # ---- probe plumbing: everything lives in .probe/ so that nothing shadows the
+    # orchestrator the scoring judge imports from the working directory
     def put_probe(self, code: str | None) -> None:
         files: dict[str, bytes] = {
             "popcorn_probe.py": (REPO_ORCHESTRATOR / "agent" / "probe.py").read_bytes(),
@@ -217,19 +219,23 @@ class Workspace:
             files[f"orchestrator/runner/{path.name}"] = path.read_bytes()
         if code is not None:
             files["candidate.py"] = code.encode()
-        self.sandbox.put_files(files)
+        self.sandbox.put_files({f"{PROBE_DIR}/{k}": v for k, v in files.items()})
+
+    @property
+    def probe_dir(self) -> str:
+        return f"{str(self.sandbox.workdir).rstrip('/')}/{PROBE_DIR}"
 
     def probe_env(self) -> dict[str, str]:
-        workdir = self.sandbox.workdir
-        env = {"POPCORN_DEVICE": self.device, "TRITON_CACHE_DIR": f"{workdir}/.probe_triton",
-               "TORCH_EXTENSIONS_DIR": f"{workdir}/.probe_ext", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {"POPCORN_DEVICE": self.device, "TRITON_CACHE_DIR": f"{self.probe_dir}/triton_cache",
+               "TORCH_EXTENSIONS_DIR": f"{self.probe_dir}/torch_ext", "PYTHONDONTWRITEBYTECODE": "1"}
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         return env
 
     def exec(self, argv: list[str], timeout_s: float | None = None, env: dict[str, str] | None = None) -> Any:
+        """Run a command in the sandbox, in the probe folder, with the probe's environment."""
         return self.sandbox.exec(argv, timeout_s=timeout_s or self.tool_timeout_s,
-                                 env={**self.probe_env(), **(env or {})}, cwd=self.sandbox.workdir)
+                                 env={**self.probe_env(), **(env or {})}, cwd=self.probe_dir)
 
     def probe(self, command: str, code: str | None, *extra: str,
               timeout_s: float | None = None) -> tuple[dict[str, Any] | None, Any]:
@@ -409,7 +415,7 @@ def tool_roofline(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
         path = ceilings_path(ws, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ceilings, indent=1))
-    timing, result = ws.probe("time", code, "--iters", "20" if ws.device == "cuda" else "3")
+    timing, result = ws.probe("time", code, "--iters", "20" if ws.device == "cuda" else "1")
     lines = [f"ceilings of {name} ({'measured now' if measured_now else 'cached, measured ' + str(ceilings.get('measured_at'))}): "
              + format_ceilings(ceilings)]
     if timing is None:
@@ -432,8 +438,8 @@ def tool_roofline(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
         lines.append(f"achieved: {flops / seconds / 1e12:.4g} TFLOP/s, {nbytes / seconds / 1e9:.4g} GB/s")
         if attainable:
             lines.append(f"{bound}-bound: attainable {attainable / 1e12:.4g} TFLOP/s; you reach "
-                         f"{100 * flops / seconds / attainable:.1f}% of the roofline"
-                         + (f" ({100 * nbytes / seconds / bw:.1f}% of measured DRAM bandwidth)" if bound == "memory" else ""))
+                         f"{100 * flops / seconds / attainable:.3g}% of the roofline"
+                         + (f" ({100 * nbytes / seconds / bw:.3g}% of measured DRAM bandwidth)" if bound == "memory" else ""))
     else:
         lines.append("this problem publishes no FLOP/byte formulas: only the time is known")
     return ToolResult("\n".join(lines), data={"ceilings": ceilings, "timing": timing})
@@ -490,7 +496,8 @@ def tool_profile(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     for extra in (True, False):
         ws.exec(["rm", "-f", "ncu.csv"], 30)
         result = ws.exec(ncu_command(ncu, ws.sandbox.python, extra), ws.tool_timeout_s)
-        text = ws.sandbox.get_files(["ncu.csv"]).get("ncu.csv", b"").decode(errors="replace")
+        log = f"{PROBE_DIR}/ncu.csv"
+        text = ws.sandbox.get_files([log]).get(log, b"").decode(errors="replace")
         if result.returncode == 0 and text.strip():
             break
     assert result is not None
@@ -617,7 +624,7 @@ def tool_disassemble(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     if what not in ("sass", "ptx", "both"):
         raise ToolArgumentError("`what` must be 'sass', 'ptx' or 'both'")
     wanted = args.get("kernel") if isinstance(args.get("kernel"), str) else None
-    ws.exec(["rm", "-rf", ".probe_triton"], 30)
+    ws.exec(["rm", "-rf", "triton_cache"], 30)
     found, result = ws.probe("kernels", code)
     if found is None:
         return ToolResult(_failure_text(result, "running your code"), ok=False)
