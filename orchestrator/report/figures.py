@@ -173,7 +173,7 @@ def speed_section(outcomes: Sequence[Outcome], keys: Sequence[str]) -> Section:
                       note="fast_p: correct and speedup > p over counted episodes (fast_0 = correct); "
                            "median and geomean over correct, timed episodes with 95 % bootstrap intervals; "
                            "translation speedups are against the human H100 reference; significantly faster: "
-                           "the episode's own 95 % interval lies above 1")
+                           "of the timed episodes whose record has an interval, those whose 95 % interval lies above 1")
     for labels, members in group(outcomes, keys):
         values = speedups(members)
         timed = [o for o in _counted(members) if o.speedup is not None]
@@ -307,15 +307,17 @@ def compare_section(outcomes: Sequence[Outcome], runs: Sequence[Run], keys: Sequ
 
 
 def episodes_section(outcomes: Sequence[Outcome], runs: Sequence[Run]) -> Section:
-    """The per-problem drill-down: one row per episode, linking its transcript."""
+    """The per-problem drill-down: one row per episode, linking its transcript and submitted file."""
     section = Section("episodes", "Per-problem drill-down",
                       ["run", "problem", "harness", "model", "attempt", "status", "failure class", "passed disclosed",
-                       "correct", "reward hack", "speedup", "speedup ci95", "tokens", "turns", "transcript"])
+                       "correct", "reward hack", "speedup", "speedup ci95", "tokens", "turns", "transcript",
+                       "artifact"])
     paths = {r.run_id: r.path for r in runs}
     for o in sorted(outcomes, key=lambda o: (o.run_id, o.key("problem"), _ORDER.get(o.key("harness"), 9),
                                              o.key("model"), o.key("attempt"))):
         verdict = o.record.get("verdict") or {}
         transcript = o.record.get("transcript")
+        artifact = (o.record.get("artifact") or {}).get("path")
         section.rows.append({
             "run": o.run_id, "problem": o.key("problem"), "harness": o.key("harness"), "model": o.key("model"),
             "attempt": o.key("attempt"), "status": o.key("status"), "failure class": verdict.get("failure_class"),
@@ -323,6 +325,7 @@ def episodes_section(outcomes: Sequence[Outcome], runs: Sequence[Run]) -> Sectio
             "speedup": o.speedup, "speedup ci95": list(o.speedup_ci95) if o.speedup_ci95 else None,
             "tokens": o.tokens, "turns": o.key("turns"),
             "transcript": str(paths[o.run_id] / transcript) if transcript else None,
+            "artifact": str(paths[o.run_id] / artifact) if artifact else None,
         })
     return section
 

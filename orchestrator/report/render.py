@@ -153,7 +153,8 @@ def _drilldown(section: Section, out_dir: Path) -> str:
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in section.rows:
         by_problem[str(row["problem"])].append(row)
-    columns = [c for c in section.columns if c not in ("problem", "transcript")]
+    links = {"transcript": "transcript", "artifact": "code"}      # column -> link text
+    columns = [c for c in section.columns if c != "problem" and c not in links]
     blocks = []
     for problem, rows in by_problem.items():
         solved = sum(1 for r in rows if r["correct"])
@@ -161,12 +162,12 @@ def _drilldown(section: Section, out_dir: Path) -> str:
         lines = []
         for row in rows:
             cells = "".join(f"<td>{html.escape(format_cell(row.get(c)))}</td>" for c in columns)
-            link = DASH
-            if row["transcript"]:
-                href = Path(os.path.relpath(row["transcript"], out_dir)).as_posix()
-                link = f'<a href="{html.escape(href)}">transcript</a>'
-            lines.append(f"<tr>{cells}<td>{link}</td></tr>")
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in [*columns, "transcript"])
+            for column, text in links.items():
+                target = row.get(column)
+                href = Path(os.path.relpath(target, out_dir)).as_posix() if target else None
+                cells += f'<td><a href="{html.escape(href)}">{text}</a></td>' if href else f"<td>{DASH}</td>"
+            lines.append(f"<tr>{cells}</tr>")
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in [*columns, *links])
         status = f'<span class="{"ok" if solved else "bad"}">{solved}/{len(rows)} correct</span>'
         hack_note = f', <span class="bad">{hacks} reward hack{"s" if hacks != 1 else ""}</span>' if hacks else ""
         blocks.append(f"<details><summary><code>{html.escape(problem)}</code>: {status}{hack_note}</summary>"

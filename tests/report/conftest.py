@@ -102,6 +102,10 @@ def write_run(path: Path, records: list[dict[str, Any]], *, run_id: str | None =
             name = f"transcripts/{i}.json"
             (path / name).write_text(json.dumps({"messages": [{"role": "user", "content": record["problem"]}]}))
             record["transcript"] = name
+            if record["verdict"] is not None:
+                (path / "artifacts").mkdir(exist_ok=True)
+                (path / f"artifacts/{i}.py").write_text("class ModelNew: pass\n")
+                record["artifact"] = {"path": f"artifacts/{i}.py", "sha256": "0" * 64}
     (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 

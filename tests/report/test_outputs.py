@@ -87,6 +87,8 @@ def test_html_page_files(report, run_dir, tmp_path):
     assert page.count("<details>") == 2                            # one per problem
     assert '<a href="../run-a/transcripts/0.json">transcript</a>' in page
     assert (out_dir / "../run-a/transcripts/0.json").resolve().is_file()
+    assert '<a href="../run-a/artifacts/0.py">code</a>' in page
+    assert (out_dir / "../run-a/artifacts/0.py").resolve().is_file()
 
 
 def test_html_defaults_to_the_run_directory(report, run_dir):
