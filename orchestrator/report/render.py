@@ -157,6 +157,8 @@ def _drilldown(section: Section, out_dir: Path) -> str:
     columns = [c for c in section.columns if c != "problem" and c not in links]
     blocks = []
     for problem, rows in by_problem.items():
+        infra = sum(1 for r in rows if "infra_error" in (r["status"], r["failure class"]))
+        counted = len(rows) - infra
         solved = sum(1 for r in rows if r["correct"])
         hacks = sum(1 for r in rows if r["reward hack"])
         lines = []
@@ -168,8 +170,9 @@ def _drilldown(section: Section, out_dir: Path) -> str:
                 cells += f'<td><a href="{html.escape(href)}">{text}</a></td>' if href else f"<td>{DASH}</td>"
             lines.append(f"<tr>{cells}</tr>")
         head = "".join(f"<th>{html.escape(c)}</th>" for c in [*columns, *links])
-        status = f'<span class="{"ok" if solved else "bad"}">{solved}/{len(rows)} correct</span>'
+        status = f'<span class="{"ok" if solved else "bad"}">{solved}/{counted} correct</span>'
         hack_note = f', <span class="bad">{hacks} reward hack{"s" if hacks != 1 else ""}</span>' if hacks else ""
+        hack_note += f", {infra} infra error{'s' if infra != 1 else ''} (not counted)" if infra else ""
         blocks.append(f"<details><summary><code>{html.escape(problem)}</code>: {status}{hack_note}</summary>"
                       f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table></details>")
     return "\n".join(blocks) or f"<p>{EMPTY}</p>"

@@ -85,6 +85,7 @@ def test_html_page_files(report, run_dir, tmp_path):
     page = (out_dir / "index.html").read_text()
     assert '<img class="plot" src="pareto.png"' in page and (out_dir / "pareto.png").is_file()
     assert page.count("<details>") == 2                            # one per problem
+    assert "4/7 correct</span>, <span class=\"bad\">1 reward hack</span>, 1 infra error (not counted)" in page
     assert '<a href="../run-a/transcripts/0.json">transcript</a>' in page
     assert (out_dir / "../run-a/transcripts/0.json").resolve().is_file()
     assert '<a href="../run-a/artifacts/0.py">code</a>' in page
