@@ -114,4 +114,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
+    return f"{value:.3g}x" if isinstance(value, (int, float)) else "-"

@@ -280,7 +280,7 @@ def main(args: argparse.Namespace) -> int:
 def _speedup(record: dict[str, Any]) -> Any:
     verdict = record.get("verdict") or {}
     value = verdict.get("speedup")
-    return f"{value:.2f}x" if isinstance(value, (int, float)) else "-"
+    return f"{value:.3g}x" if isinstance(value, (int, float)) else "-"
 
 
 def summary(records: list[dict[str, Any]], planned: list[dict[str, Any]]) -> str:
