@@ -105,3 +105,9 @@ def test_unknown_grouping_key_is_a_usage_error(tmp_path, synth, report):
         assert exc.code == 2
     else:
         raise AssertionError("an unknown --by key was accepted")
+
+
+def test_the_same_run_twice_is_refused(tmp_path, synth, report):
+    run = synth.write_run(tmp_path / "run-a", [synth.episode("correct")])
+    code, out, err = report(run, run)
+    assert code == 2 and out == "" and "the same run given twice: run-a" in err
