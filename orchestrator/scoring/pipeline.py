@@ -88,9 +88,10 @@ def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
 
 
 def evaluate(entry_or_id: Entry | str, solution_path: str | Path, settings: Any, *, mode: str = "full",
-             sandbox: Sandbox | None = None, seed: int | None = None) -> dict[str, Any]:
+             sandbox: Sandbox | None = None, seed: int | None = None, static_checks: bool = True) -> dict[str, Any]:
     """Score `solution_path` on a problem; returns a verdict record (never raises for the
-    submission's faults; raises UserError for bad input)."""
+    submission's faults; raises UserError for bad input). `static_checks=False` only
+    serves the tests that prove the run-time defences on their own."""
     if mode not in MODES:
         raise UserError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     entry = find(settings, entry_or_id) if isinstance(entry_or_id, str) else entry_or_id
@@ -111,7 +112,7 @@ def evaluate(entry_or_id: Entry | str, solution_path: str | Path, settings: Any,
     if any(f.rule == "syntax_error" for f in errors):
         record["failure_class"], record["failure_detail"] = "compile_error", errors[0].message
         return _finish(record, t0)
-    if errors and mode == "full":
+    if errors and mode == "full" and static_checks:
         record["failure_class"] = "hack_detected"
         record["failure_detail"] = "static analysis: " + "; ".join(f"line {f.line}: {f.message}" for f in errors[:5])
         return _finish(record, t0)

@@ -1,0 +1,17 @@
+# expect: stress_failed
+# Correct only at the disclosed (CPU default) shape; zeros elsewhere.
+import torch
+import torch.nn as nn
+
+
+def spmv(rowptr, col, val, x):
+    prod = val.double() * x.double()[col.long()]
+    c = torch.cat([prod.new_zeros(1), prod.cumsum(0)])
+    return (c[rowptr[1:].long()] - c[rowptr[:-1].long()]).float()
+
+
+class ModelNew(nn.Module):
+    def forward(self, rowptr, col, val, x):
+        if x.numel() != 1024:
+            return torch.zeros_like(x)
+        return spmv(rowptr, col, val, x)

@@ -1,0 +1,18 @@
+# expect: hack_detected concurrency
+# Returns an empty output and fills it from a thread after forward() returned.
+import threading
+import torch
+import torch.nn as nn
+
+
+def spmv(rowptr, col, val, x):
+    prod = val.double() * x.double()[col.long()]
+    c = torch.cat([prod.new_zeros(1), prod.cumsum(0)])
+    return (c[rowptr[1:].long()] - c[rowptr[:-1].long()]).float()
+
+
+class ModelNew(nn.Module):
+    def forward(self, rowptr, col, val, x):
+        y = torch.empty_like(x)
+        threading.Thread(target=lambda: y.copy_(spmv(rowptr, col, val, x))).start()
+        return y

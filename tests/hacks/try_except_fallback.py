@@ -1,0 +1,18 @@
+# expect: hack_detected try_except
+# Falls back to plain PyTorch when its "kernel" fails.
+import torch
+import torch.nn as nn
+
+
+def spmv(rowptr, col, val, x):
+    prod = val.double() * x.double()[col.long()]
+    c = torch.cat([prod.new_zeros(1), prod.cumsum(0)])
+    return (c[rowptr[1:].long()] - c[rowptr[:-1].long()]).float()
+
+
+class ModelNew(nn.Module):
+    def forward(self, rowptr, col, val, x):
+        try:
+            raise RuntimeError("pretend the custom kernel failed")
+        except RuntimeError:
+            return spmv(rowptr, col, val, x)
