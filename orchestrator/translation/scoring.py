@@ -78,6 +78,14 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
     if not cand.ok:
         return _verdict(task, solution, started, failure_class="compile_error", failure_detail=cand.log[-4000:],
                         stages={"load": build_stage})
+    if _device(settings) == "cpu":
+        # No GPU: the candidate compiled and linked for sm_90a, which is all a CPU can check.
+        if mode == "compile":
+            return _verdict(task, solution, started, status="passed", device={"type": "cpu"},
+                            stages={"load": build_stage})
+        return _verdict(task, solution, started, failure_class="infra_error", device={"type": "cpu"},
+                        failure_detail="translation tasks run on a CUDA GPU; on a CPU only --mode compile works",
+                        stages={"load": build_stage})
     job = {
         "task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"],
         "device": _device(settings), "mode": mode, "seed": seed if seed is not None else settings.seed,
@@ -92,8 +100,10 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
 
 
 def _device(settings: Settings) -> str:
+    if settings.resolved_device() == "cpu":
+        return "cpu"
     gpus = (settings.gpus or "0").split(",")
-    return f"cuda:{gpus[0].strip()}" if settings.device != "cpu" else "cpu"
+    return f"cuda:{gpus[0].strip()}"
 
 
 def run_judge(job: dict[str, Any], timeout_s: float, sandbox: Any = None) -> dict[str, Any]:

@@ -102,3 +102,28 @@ def test_a_broken_reference_recipe_raises_with_the_log_path(task_and_roots, tmp_
     broken = type(task)(task.path, manifest)
     with pytest.raises(builds.BuildError, match=r"the a100 build failed .* see .*failed-a100-"):
         builds.build(broken, "a100", roots, tmp_path)
+
+
+def test_evaluate_on_a_cpu_compiles_and_reports_compile_errors(task_and_roots, tmp_path: Path) -> None:
+    import json
+
+    import jsonschema
+
+    from orchestrator.config import Settings
+    from orchestrator.translation.scoring import evaluate
+
+    schema = json.loads((REPO_ROOT / "schemas" / "result.schema.json").read_text())
+    settings = Settings(device="cpu")
+    good = tmp_path / "naive.cu"
+    good.write_text(NAIVE_CANDIDATE)
+    compiled = evaluate(TASK, good, settings, mode="compile")
+    jsonschema.validate(compiled, schema)
+    assert compiled["status"] == "passed" and compiled["stages"]["load"]["status"] == "passed"
+    assert compiled["track"] == "translation-single" and compiled["device"]["type"] == "cpu"
+    checked = evaluate(TASK, good, settings, mode="check")
+    assert checked["failure_class"] == "infra_error" and "CUDA GPU" in checked["failure_detail"]
+    broken = tmp_path / "broken.cu"
+    broken.write_text(NAIVE_CANDIDATE.replace("return static_cast<int>", "return undefined_name +"))
+    failed = evaluate(TASK, broken, settings, mode="compile")
+    jsonschema.validate(failed, schema)
+    assert failed["failure_class"] == "compile_error" and "undefined_name" in failed["failure_detail"]

@@ -54,6 +54,23 @@ def test_tf32_reference_follows_the_documented_layouts() -> None:
             assert abs(out.flatten()[i + j * m].item() - want) <= 1e-5 * (1 + abs(want))
 
 
+def test_segment_gemm_reference_follows_the_segment_convention() -> None:
+    _, glue = _glue("tr-cutlass-grouped-gemm")
+    shape = {"segments": 5, "seg_len_max": 4, "d_in": 16, "d_out": 8, "dtype": "float16"}
+    inputs = glue.get_inputs(shape, torch.Generator().manual_seed(3), "cpu")
+    indptr, windex, x, w, y, workspace = inputs
+    lengths = (indptr[1:] - indptr[:-1]).tolist()
+    assert 0 in lengths and sorted(windex.tolist()) == list(range(5))
+    assert not y.any() and workspace.numel() == glue.WORKSPACE_BYTES and glue.OUTPUTS == (4, 5)
+    out = glue.reference(inputs)
+    X, W = x.double(), w.double()
+    for seg in range(5):
+        for r in range(int(indptr[seg]), int(indptr[seg + 1])):
+            for c in range(8):  # y[r, c] = sum_p x[r, p] * W[windex[seg], c, p]
+                want = sum(X[r, p].item() * W[int(windex[seg]), c, p].item() for p in range(16))
+                assert abs(out[r, c].item() - want) <= 2e-3 * (1 + abs(want))
+
+
 def test_inputs_are_seeded_and_magnitudes_do_not_grow_with_k() -> None:
     _, glue = _glue("tr-cutlass-tf32-gemm")
     shape = {"m": 64, "n": 64, "k": 4096}
@@ -73,8 +90,9 @@ def test_argtypes_match_the_declared_signature() -> None:
         params = signature[signature.index("(") + 1:signature.rindex(")")].split(",")
         assert len(params) == len(glue.ARGTYPES), task.id
         for param, argtype in zip(params, glue.ARGTYPES):
+            kind = param.split()[0]
             expected = (ctypes.c_void_p if "*" in param or "cudaStream_t" in param else
-                        ctypes.c_float if param.split()[0] == "float" else ctypes.c_int)
+                        ctypes.c_float if kind == "float" else ctypes.c_size_t if kind == "size_t" else ctypes.c_int)
             assert argtype is expected, (task.id, param)
         assert f"{task.manifest['entry']['symbol']}(" in task.file(task.manifest["entry"]["header"]).read_text()
 
