@@ -221,3 +221,37 @@ def test_gpu_tools_on_a_cpu_say_so(tmp_path, entry):
     assert "profile needs a CUDA GPU" in profile["content"]
     assert "disassemble needs a CUDA GPU" in disassemble["content"]
     assert record["status"] == "completed" and [c["ok"] for c in record["tool_calls"]] == [False, False, True]
+
+
+def test_replay_repeats_the_recorded_episode_without_the_model(tmp_path, entry):
+    from orchestrator.agent.builtin import ReplayAgent
+
+    scoring = FakeScoring()
+    env = make_env(tmp_path / "first", scoring, Limits(max_turns=10))
+    with ScriptedServer([tool_calls(("check", {"code": BAD})), tool_calls(("check", {"code": GOOD})),
+                         tool_calls(("submit", {}))]) as s:
+        original = episode(entry, env, s, "mt-default")
+    replay_scoring = FakeScoring()
+    replay_env = make_env(tmp_path / "second", replay_scoring, Limits(max_turns=10))
+    spec = EpisodeSpec(run_id="r2", episode_id="graph.l1.csr_spmv.a0", entry=entry, track="popcorn2",
+                       harness="mt-default", model="replay", attempt=0, seed=1)
+    replayed = run_episode(spec, ReplayAgent(str(env.run_dir.path)), replay_env)
+    validate_episode(replayed)
+    assert [c["name"] for c in replayed["tool_calls"]] == [c["name"] for c in original["tool_calls"]]
+    assert [c["ok"] for c in replayed["tool_calls"]] == [False, True, True]
+    assert replayed["artifact"]["sha256"] == original["artifact"]["sha256"]
+    assert [c[0] for c in replay_scoring.calls] == ["check", "check", "full"]  # the tools ran again
+    assert replayed["tokens"]["total"] == 0 and replayed["status"] == "completed"
+
+
+def test_replay_of_a_shorter_transcript_ends_without_submission(tmp_path, entry):
+    from orchestrator.agent.builtin import ReplayAgent
+
+    env = make_env(tmp_path / "first", FakeScoring(), Limits(max_turns=1))
+    with ScriptedServer([tool_calls(("check", {"code": BAD}))]) as s:
+        episode(entry, env, s, "mt-default")
+    spec = EpisodeSpec(run_id="r2", episode_id="x", entry=entry, track="popcorn2", harness="mt-default",
+                       model="replay", attempt=0, seed=1)
+    replayed = run_episode(spec, ReplayAgent(str(env.run_dir.path / "transcripts")),
+                           make_env(tmp_path / "second", FakeScoring(), Limits(max_turns=10)))
+    assert replayed["status"] == "no_submission" and replayed["turns"] == 2
