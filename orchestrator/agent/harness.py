@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,6 +105,7 @@ class Episode:
         self.status: str | None = None
         self.error: str | None = None
         self.via: str | None = None
+        self.internal_error: str | None = None
         self.started_at = _now()
         self.workspace = Workspace(
             entry=spec.entry, settings=env.settings, scoring=env.scoring, device=env.device,
@@ -199,9 +201,13 @@ class Episode:
         except InfraError as exc:
             self._end("infra_error", f"{type(exc).__name__}: {exc}")
         except Exception as exc:
-            if not _is_sandbox_error(exc):
-                raise
-            self._end("infra_error", f"sandbox: {type(exc).__name__}: {exc}")
+            if _is_sandbox_error(exc):
+                self._end("infra_error", f"sandbox: {type(exc).__name__}: {exc}")
+            else:
+                # A bug or a bad setup of ours (not the model's doing): this episode is
+                # infra_error with the traceback in its transcript; the run goes on.
+                self.internal_error = traceback.format_exc()
+                self._end("infra_error", f"internal: {type(exc).__name__}: {exc}")
         return self._record(verdict, artifact)
 
     def _record(self, verdict: dict[str, Any] | None, artifact: dict[str, Any] | None) -> dict[str, Any]:
@@ -231,7 +237,7 @@ class Episode:
             "harness": spec.harness, "model": spec.model, "attempt": spec.attempt,
             "status": self.status, "error": self.error, "messages": self.messages,
             "calls": ledger.calls, "retries": list(getattr(self.agent, "retry_log", []) or []),
-            "tool_calls": self.tool_log, "artifact": {**artifact, "code": self.workspace.submitted} if artifact else None,
+            "tool_calls": self.tool_log, "internal_error": self.internal_error, "artifact": {**artifact, "code": self.workspace.submitted} if artifact else None,
         }
         self.env.run_dir.write_transcript(spec.episode_id, transcript)
         return record

@@ -505,7 +505,7 @@ def tool_profile(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
         return ToolResult("profile: this host does not allow access to GPU performance counters "
                           "(ERR_NVGPUCTRPERM); the benchmark operator must enable them.", ok=False,
                           data={"counters_restricted": True})
-    kernels = parse_ncu_raw(text)
+    kernels = parse_ncu_raw(text) or parse_ncu_raw(result.stdout)  # older ncu: the report on stdout
     if not kernels:
         return ToolResult(_failure_text(result, "profile") + ("\n" + text[-2000:] if text else ""), ok=False)
     wanted = args.get("kernel")

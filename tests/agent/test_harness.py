@@ -255,3 +255,18 @@ def test_replay_of_a_shorter_transcript_ends_without_submission(tmp_path, entry)
     replayed = run_episode(spec, ReplayAgent(str(env.run_dir.path / "transcripts")),
                            make_env(tmp_path / "second", FakeScoring(), Limits(max_turns=10)))
     assert replayed["status"] == "no_submission" and replayed["turns"] == 2
+
+
+def test_a_bug_in_a_tool_is_infra_with_its_traceback_not_a_crash(tmp_path, entry):
+    def broken_analyze(source: str, manifest: dict) -> list:
+        raise KeyError("rules")
+
+    scoring = FakeScoring()
+    env = make_env(tmp_path, scoring, Limits(max_turns=5))
+    env.scoring = Scoring(scoring.evaluate, broken_analyze)
+    with ScriptedServer([tool_calls(("static_analysis", {"code": GOOD}))]) as s:
+        record = episode(entry, env, s, "mt-default")
+    assert record["status"] == "infra_error" and record["error"] == "internal: KeyError: 'rules'"
+    transcript = json.loads((env.run_dir.path / record["transcript"]).read_text())
+    assert "broken_analyze" in transcript["internal_error"]
+    assert CountingSandbox.created == [] and scoring.calls == []
