@@ -100,8 +100,8 @@ class RetryPolicy:
     def wait_s(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None and 0 <= retry_after_s <= 300:
             return retry_after_s
-        base = min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
-        return base * (0.75 + 0.25 * random.random())
+        base = min(self.backoff_s * 2.0 ** attempt, self.max_backoff_s)
+        return float(base * (0.75 + 0.25 * random.random()))
 
 
 def _retry_after_s(exc: Exception) -> float | None:

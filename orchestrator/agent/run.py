@@ -11,12 +11,16 @@ are infra_error (re-run them with --resume).
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures
+import dataclasses
 import os
 import platform
 import re
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -62,6 +66,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
       help="characters of a tool result sent to the model (the rest is trimmed with a note)")
     a("--stress", type=int, default=None, help="hidden stress shapes per scoring (default 8)")
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
+    a("--parallel", type=int, default=None,
+      help="episodes at a time (default: one per GPU in --gpus, 1 on a CPU); each GPU runs one episode")
     a("--quiet", action="store_true", help="no progress bar")
 
 
@@ -254,27 +260,90 @@ def main(args: argparse.Namespace) -> int:
                      limits=Limits(max_turns=opts["max_turns"], max_tokens=args.max_tokens, max_wall_s=args.max_wall_s),
                      sandbox_factory=sandbox_factory(settings, device, gpus), price=price,
                      output_limit=args.tool_output_limit, tool_timeout_s=args.tool_timeout_s)
-    catalog = _catalog()
+    parallel = args.parallel or max(len(gpus), 1)
     print(f"run {run_id}: {len(todo)} episode(s) to run, {len(planned) - len(todo)} already recorded "
-          f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}) -> {run_dir.path}", file=sys.stderr)
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(todo), desc=run_id[:40], unit="episode", disable=args.quiet, file=sys.stderr)
+          f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}, {parallel} at a time) -> {run_dir.path}",
+          file=sys.stderr)
+    runner = _Runner(run_dir, run_id, run_seed, opts, env, agent, quiet=args.quiet, total=len(todo),
+                     new_agent=lambda: make_agent(opts["model"], base_url, api_key_env, args))
     try:
-        for item in todo:
-            entry = catalog.find(settings, item["problem"])
-            spec = EpisodeSpec(run_id=run_id, episode_id=item["episode_id"], entry=entry, track=opts["track"],
-                               harness=opts["harness"], model=opts["model"], attempt=int(item["attempt"]),
-                               seed=derive_seed(run_seed, item["episode_id"]))
-            record = run_episode(spec, agent, env)
-            run_dir.append_record(record)
-            bar.set_postfix_str(f"{item['problem']} {record['status']}", refresh=False)
-            bar.update(1)
+        runner.run(todo, parallel, gpus)
     finally:
-        bar.close()
+        runner.close()
     records = run_dir.load_records()
     print(summary(records, planned))
     return EXIT_INFRA if any(r.get("status") == "infra_error" for r in records) else 0
+
+
+class _Runner:
+    """Runs planned episodes, one at a time or `parallel` at a time in threads (each with
+    its own agent and, on a GPU host, its own GPU); records are appended under a lock.
+    Episodes of collectives problems take every GPU and run alone, after the others."""
+
+    def __init__(self, run_dir: RunDir, run_id: str, run_seed: int, opts: dict[str, Any], env: EpisodeEnv,
+                 agent: Any, quiet: bool, total: int, new_agent: Callable[[], Any]):
+        from tqdm import tqdm
+
+        self.run_dir, self.run_id, self.run_seed, self.opts, self.env = run_dir, run_id, run_seed, opts, env
+        self.agent, self.new_agent = agent, new_agent
+        self.catalog = _catalog()
+        self.lock = threading.Lock()
+        self.bar = tqdm(total=total, desc=run_id[:40], unit="episode", disable=quiet, file=sys.stderr)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def _one(self, item: dict[str, Any], agent: Any, env: EpisodeEnv) -> None:
+        entry = self.catalog.find(env.settings, item["problem"])
+        spec = EpisodeSpec(run_id=self.run_id, episode_id=item["episode_id"], entry=entry, track=self.opts["track"],
+                           harness=self.opts["harness"], model=self.opts["model"], attempt=int(item["attempt"]),
+                           seed=derive_seed(self.run_seed, item["episode_id"]))
+        record = run_episode(spec, agent, env)
+        with self.lock:
+            self.run_dir.append_record(record)
+            self.bar.set_postfix_str(f"{item['problem']} {record['status']}", refresh=False)
+            self.bar.update(1)
+
+    def _needs_all_gpus(self, item: dict[str, Any]) -> bool:
+        entry = self.catalog.find(self.env.settings, item["problem"])
+        return bool(getattr(entry, "collectives", False))
+
+    def run(self, todo: list[dict[str, Any]], parallel: int, gpus: list[int]) -> None:
+        if parallel <= 1 or len(todo) <= 1:
+            for item in todo:
+                self._one(item, self.agent, self.env)
+            return
+        together = [i for i in todo if not (gpus and self._needs_all_gpus(i))]
+        alone = [i for i in todo if i not in together]
+        queue = collections.deque(together)
+        failed: list[BaseException] = []
+
+        def worker(slot: int) -> None:
+            env = self.env
+            if gpus:
+                gpu = gpus[slot % len(gpus)]
+                local = self.env.settings.model_copy(update={"gpus": str(gpu)})
+                env = dataclasses.replace(self.env, settings=local,
+                                          sandbox_factory=sandbox_factory(local, self.env.device, [gpu]))
+            agent = self.agent if slot == 0 else self.new_agent()
+            while not failed:
+                with self.lock:
+                    item = queue.popleft() if queue else None
+                if item is None:
+                    return
+                try:
+                    self._one(item, agent, env)
+                except BaseException as exc:  # a config error stops every worker
+                    failed.append(exc)
+                    raise
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+            futures = [pool.submit(worker, slot) for slot in range(parallel)]
+            concurrent.futures.wait(futures)
+        if failed:
+            raise failed[0]
+        for item in alone:
+            self._one(item, self.agent, self.env)
 
 
 def _speedup(record: dict[str, Any]) -> Any:

@@ -297,10 +297,13 @@ def format_verdict(verdict: Mapping[str, Any], mode: str) -> str:
     return "\n".join(lines)
 
 
+def _field(finding: Any, key: str) -> Any:
+    return finding.get(key) if isinstance(finding, Mapping) else getattr(finding, key, None)
+
+
 def format_finding(f: Any) -> str:
-    get = (lambda k: f.get(k)) if isinstance(f, Mapping) else (lambda k: getattr(f, k, None))
-    line = f"line {get('line')}" if get("line") else "file"
-    return f"{line}: [{get('severity')}] {get('rule')}: {get('message')}"
+    line = f"line {_field(f, 'line')}" if _field(f, "line") else "file"
+    return f"{line}: [{_field(f, 'severity')}] {_field(f, 'rule')}: {_field(f, 'message')}"
 
 
 # ---------------------------------------------------------------- tool implementations
@@ -336,7 +339,7 @@ def tool_static_analysis(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     findings = ws.scoring.analyze(code, ws.manifest)
     if not findings:
         return ToolResult("static analysis: no findings")
-    errors = sum(1 for f in findings if (f.get("severity") if isinstance(f, Mapping) else f.severity) == "error")
+    errors = sum(1 for f in findings if _field(f, "severity") == "error")
     head = f"static analysis: {len(findings)} finding(s), {errors} would reject the submission at scoring"
     return ToolResult("\n".join([head, *(format_finding(f) for f in findings)]), ok=errors == 0)
 

@@ -75,6 +75,7 @@ class ScriptedServer:
         self.script = list(script or [])
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = self.max_in_flight = 0  # requests being answered at the same time
         self._lock = threading.Lock()
         server = self
 
@@ -86,8 +87,15 @@ class ScriptedServer:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 reply = server._next(body, self.path)
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
+                server._enter()
+                try:
+                    if reply.delay_s:
+                        time.sleep(reply.delay_s)
+                    self._send(reply)
+                finally:
+                    server._leave()
+
+            def _send(self, reply: Reply) -> None:
                 data = json.dumps(reply.body or {}).encode()
                 try:
                     self.send_response(reply.status)
@@ -115,6 +123,15 @@ class ScriptedServer:
             if self.responder is not None:
                 return self.responder(body, index)
             return error(500, 5, "script exhausted")
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     @property
     def port(self) -> int:

@@ -113,3 +113,22 @@ def test_torn_last_line_is_dropped_and_repaired(tmp_path):
     run.append_record({"episode_id": "b", "status": "completed"})
     assert [r["episode_id"] for r in run.load_records()] == ["a", "b"]
     assert run.repair() == 0
+
+
+def test_parallel_episodes_each_recorded_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("POPCORN_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("POPCORN_TEST_KEY", "k")
+
+    def responder(body: dict, index: int) -> Reply:
+        reply = text(f"answer {index}", use=usage(100, 10))
+        return Reply(body=reply.body, delay_s=0.4)
+
+    with ScriptedServer(responder=responder) as server:
+        code = cli_main(["run", "--harness", "st", "--model", "scripted", "--problems", "graph/l1/csr_spmv",
+                         "--attempts", "6", "--parallel", "3", "--run-id", "par", "--device", "cpu",
+                         "--base-url", server.url, "--api-key-env", "POPCORN_TEST_KEY", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    records = RunDir(tmp_path / "par").load_records()
+    assert sorted(r["episode_id"] for r in records) == [f"graph.l1.csr_spmv.a{i}" for i in range(6)]
+    assert len(server.requests) == 6 and server.max_in_flight >= 2
+    assert sum(r["tokens"]["total"] for r in records) == 660
