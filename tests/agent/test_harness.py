@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from scripted_server import ScriptedServer, error, text, tool_calls, usage
+from scripted_server import ScriptedServer, error, slow, text, tool_calls, usage
 
 from orchestrator.agent import prompts
 from orchestrator.agent.accounting import Limits, Price
@@ -90,9 +90,10 @@ def make_env(tmp_path: Path, scoring: FakeScoring, limits: Limits, price: Price 
                       output_limit=output_limit)
 
 
-def episode(entry: Any, env: EpisodeEnv, server: ScriptedServer, harness: str, retries: int = 2) -> dict[str, Any]:
+def episode(entry: Any, env: EpisodeEnv, server: ScriptedServer, harness: str, retries: int = 2,
+            timeout_s: float = 5.0) -> dict[str, Any]:
     model = OpenAIChatModel("scripted", base_url=server.url, api_key="k",
-                            policy=RetryPolicy(retries=retries, backoff_s=0.01, request_timeout_s=5))
+                            policy=RetryPolicy(retries=retries, backoff_s=0.01, request_timeout_s=timeout_s))
     spec = EpisodeSpec(run_id="r1", episode_id="graph.l1.csr_spmv.a0", entry=entry, track="popcorn2",
                        harness=harness, model="scripted", attempt=0, seed=4242)
     record = run_episode(spec, model, env)
@@ -212,15 +213,27 @@ def test_scoring_infra_failure_is_not_charged(tmp_path, entry):
     assert record["verdict"] is None and record["artifact"]["sha256"]
 
 
-def test_gpu_tools_on_a_cpu_say_so(tmp_path, entry):
+def test_mt_all_gpu_tools_on_a_cpu_and_transient_errors_absorbed(tmp_path, entry):
     env = make_env(tmp_path, FakeScoring(), Limits(max_turns=2))
-    with ScriptedServer([tool_calls(("profile", {"code": GOOD}), ("disassemble", {})),
-                         tool_calls(("submit", {}))]) as s:
-        record = episode(entry, env, s, "mt-all")
-    profile, disassemble = s.tool_messages(1)
+    script = [error(429),
+              tool_calls(("profile", {"code": GOOD}), ("disassemble", {}), use=usage(700, 70)),
+              error(500),
+              slow(text("this answer comes too late"), 3.0),   # past the client's 1 s timeout
+              tool_calls(("submit", {}), use=usage(800, 80))]
+    with ScriptedServer(script) as s:
+        record = episode(entry, env, s, "mt-all", retries=3, timeout_s=1.0)
+    assert len(s.requests) == 5 and record["turns"] == 2
+    assert [t["function"]["name"] for t in s.requests[1]["tools"]] == [
+        "compile", "check", "specs", "static_analysis", "profile", "disassemble", "roofline", "submit"]
+    profile, disassemble = s.tool_messages(2)
     assert "profile needs a CUDA GPU" in profile["content"]
     assert "disassemble needs a CUDA GPU" in disassemble["content"]
     assert record["status"] == "completed" and [c["ok"] for c in record["tool_calls"]] == [False, False, True]
+    assert record["tokens"]["total"] == 1650  # only the answers that arrived
+    transcript = json.loads((env.run_dir.path / record["transcript"]).read_text())
+    assert [r["status"] for r in transcript["retries"]] == [429, 500, None]
+    assert transcript["retries"][2]["error"] == "APITimeoutError"
+    assert [c["retries"] for c in transcript["calls"]] == [1, 2]
 
 
 def test_replay_repeats_the_recorded_episode_without_the_model(tmp_path, entry):
