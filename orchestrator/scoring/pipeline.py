@@ -109,8 +109,9 @@ def evaluate(entry_or_id: Entry | str, solution_path: str | Path, settings: Any,
     record["stages"]["static_analysis"] = {"status": "failed" if errors else "passed",
                                            "findings": [f.to_dict() for f in findings]}
     record["flags"] = sorted({f.rule for f in findings})
-    if any(f.rule == "syntax_error" for f in errors):
-        record["failure_class"], record["failure_detail"] = "compile_error", errors[0].message
+    unbuildable = [f for f in errors if f.rule in ("syntax_error", "no_modelnew")]
+    if unbuildable:
+        record["failure_class"], record["failure_detail"] = "compile_error", unbuildable[0].message
         return _finish(record, t0)
     if errors and mode == "full" and static_checks:
         record["failure_class"] = "hack_detected"

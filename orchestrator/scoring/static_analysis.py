@@ -114,8 +114,14 @@ class _Analyzer(ast.NodeVisitor):
                 self.add("forbidden_call", "error", node, f"calls {name}, the library op this problem replaces")
             if name in IO_CALLS:
                 self.add("io", "error", node, f"calls {name}: file, environment and process access are not allowed")
-            if name in ("globals", "locals", "vars", "__import__", "exec", "eval", "setattr", "delattr"):
+            if name in ("globals", "locals", "vars", "__import__", "exec", "eval"):
                 self.add("introspection", "error", node, f"calls {name}()")
+            if name in ("setattr", "delattr") and node.args:
+                target = _dotted(node.args[0]) or ""
+                if target.split(".")[0] in self.aliases:
+                    self.add("monkeypatch", "error", node, f"{name}() on {target}: patching libraries is not allowed")
+                elif target.split(".")[0] != "self":
+                    self.add("monkeypatch", "warning", node, f"{name}() on a computed object")
             if name == "Model" or name.endswith(".Model"):
                 self.add("reference_access", "error", node, "instantiates the reference Model")
         if isinstance(node.func, ast.Attribute):

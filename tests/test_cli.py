@@ -1,0 +1,111 @@
+"""The command line: bad input gives one clear line and a non-zero exit; records validate."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SPMV = "graph/l1/csr_spmv"
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def verdict_schema() -> jsonschema.Draft202012Validator:
+    schema = json.loads((REPO / "schemas" / "result.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_help_explains_every_command():
+    r = cli("--help")
+    assert r.returncode == 0
+    for command in ("list", "validate", "eval", "run", "report", "images"):
+        assert command in r.stdout
+    r = cli("eval", "--help")
+    assert "--stress" in r.stdout and "--seed" in r.stdout and "--device" in r.stdout
+
+
+def test_unknown_problem_is_one_line_and_exit_2(tmp_path):
+    sol = tmp_path / "s.py"
+    sol.write_text("class ModelNew: pass\n")
+    r = cli("eval", "--problem", "graph/l1/no_such_problem", "--solution", str(sol))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "unknown problem" in r.stderr
+
+
+def test_unreadable_solution_is_one_line_and_exit_2(tmp_path):
+    r = cli("eval", "--problem", SPMV, "--solution", str(tmp_path / "missing.py"))
+    assert r.returncode == 2 and "cannot read the submission" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("source,failure", [
+    ("import torch\nclass NotIt(torch.nn.Module):\n    pass\n", "compile_error"),
+    ("class ModelNew(:\n", "compile_error"),
+    ("import torch\nraise ImportError('no such kernel library')\nclass ModelNew(torch.nn.Module):\n    pass\n",
+     "compile_error"),
+    ("import os, torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        os.abort()\n",
+     "runtime_error"),
+    ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        raise ValueError('boom')\n",
+     "runtime_error"),
+])
+def test_broken_submissions_fail_with_their_class(tmp_path, source, failure):
+    sol = tmp_path / "s.py"
+    sol.write_text(source)
+    out = tmp_path / "verdict.json"
+    r = cli("eval", "--problem", SPMV, "--solution", str(sol), "--device", "cpu", "--stress", "1",
+            "--sandbox", "local", "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    record = json.loads(out.read_text())
+    verdict_schema().validate(record)
+    assert record["status"] == "failed" and record["failure_class"] == failure, record["failure_detail"]
+
+
+def test_oracle_passes_and_its_record_validates(tmp_path):
+    out = tmp_path / "verdict.json"
+    oracle = REPO / "problems" / SPMV / "solutions" / "oracle.py"
+    r = cli("eval", "--problem", SPMV, "--solution", str(oracle), "--device", "cpu", "--stress", "2",
+            "--sandbox", "local", "--seed", "11", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    record = json.loads(out.read_text())
+    verdict_schema().validate(record)
+    assert record["status"] == "passed" and record["failure_class"] is None
+    assert record["stages"]["stress"]["seed"] == 11 and record["stages"]["stress"]["n"] == 2
+    assert record["stages"]["timing"]["unit"] == "cpu_wall"
+    assert record["sandbox"]["isolation"]["network"] == "namespace"
+    assert len(record["stages"]["correctness"]["trials"]) >= 4
+
+
+def test_invalid_manifest_names_file_and_pointer(tmp_path):
+    problems = tmp_path / "problems"
+    shutil.copytree(REPO / "problems" / SPMV, problems / SPMV)
+    manifest = problems / SPMV / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["shapes"]["n_rows"]["default"] = 10 ** 9
+    data["level"] = 7
+    manifest.write_text(json.dumps(data))
+    r = cli("validate", "--no-run", env={"POPCORN_PROBLEMS_DIR": str(problems)})
+    assert r.returncode == 1
+    assert f"{manifest}: /level" in r.stderr
+    data["level"] = 1
+    manifest.write_text(json.dumps(data))
+    r = cli("validate", "--no-run", env={"POPCORN_PROBLEMS_DIR": str(problems)})
+    assert r.returncode == 1 and f"{manifest}: /shapes/n_rows/default" in r.stderr
+    manifest.write_text("{ not json")
+    r = cli("validate", env={"POPCORN_PROBLEMS_DIR": str(problems)})
+    assert r.returncode == 2 and "invalid JSON" in r.stderr
+
+
+def test_list_filters():
+    r = cli("list", "--track", "popcorn2", "--domain", "graph", "--json")
+    ids = [json.loads(line)["id"] for line in r.stdout.splitlines()]
+    assert SPMV in ids and all(i.startswith("graph/") for i in ids)

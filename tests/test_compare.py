@@ -1,0 +1,72 @@
+import math
+
+import torch
+
+from orchestrator.runner.compare import compare_outputs
+
+ALLCLOSE = {"metric": "allclose", "atol": 1e-5, "rtol": 1e-5, "rel_norm_max": 1e-3}
+
+
+def test_allclose_passes_small_noise_and_fails_large():
+    ref = torch.randn(1000)
+    assert compare_outputs(ref + 1e-7, ref, ALLCLOSE).passed
+    bad = ref.clone()
+    bad[17] += 1.0
+    r = compare_outputs(bad, ref, ALLCLOSE)
+    assert not r.passed and "(17,)" in r.message
+
+
+def test_zero_output_fails_even_when_reference_is_tiny():
+    ref = torch.randn(1000) * 1e-6  # every element within atol of zero
+    r = compare_outputs(torch.zeros_like(ref), ref, ALLCLOSE)
+    assert not r.passed and "relative norm" in r.message
+
+
+def test_nan_inf_shape_dtype_and_count_are_failures():
+    ref = torch.randn(10)
+    nan = ref.clone()
+    nan[3] = math.nan
+    assert "NaN" in compare_outputs(nan, ref, ALLCLOSE).message
+    assert "shape" in compare_outputs(ref[:5], ref, ALLCLOSE).message
+    assert "dtype" in compare_outputs(ref.double(), ref, ALLCLOSE).message
+    assert "outputs" in compare_outputs((ref, ref), ref, ALLCLOSE).message
+    assert not compare_outputs(None, ref, ALLCLOSE).passed
+
+
+def test_exact_integers_and_fraction_match():
+    ref = torch.arange(100)
+    assert compare_outputs(ref.clone(), ref, {"metric": "allclose"}).passed
+    off = ref.clone()
+    off[5] += 1
+    assert not compare_outputs(off, ref, {"metric": "allclose", "atol": 10}).passed
+    f = torch.randn(1000)
+    near = f.clone()
+    near[:5] += 1e-7
+    tol = {"metric": "fraction_match", "fraction": 0.99, "atol": 1e-5, "rtol": 0}
+    assert compare_outputs(near, f, tol).passed
+    near[:50] += 1e-7
+    assert not compare_outputs(near, f, tol).passed
+
+
+def test_tolerance_scale_bounds_error_by_term_magnitude():
+    ref = torch.tensor([1e-3, 5.0])
+    out = ref + torch.tensor([1e-3, 0.0])
+    tol = {"metric": "allclose", "atol": 0, "rtol": 1e-4, "rel_norm_max": 1e-3}
+    assert not compare_outputs(out, ref, tol).passed
+    assert compare_outputs(out, ref, tol, scale=torch.tensor([100.0, 5.0])).passed
+
+
+def test_accept_mismatch_compares_chains_up_to_first_decision_mismatch():
+    chains, steps = 200, 30
+    x = torch.randn(chains, steps)
+    acc = torch.rand(chains, steps) > 0.5
+    tol = {"metric": "accept_mismatch", "fraction": 0.99, "atol": 1e-5, "rtol": 1e-5, "decisions_output": 1}
+    x2, acc2 = x.clone(), acc.clone()
+    acc2[0, 10] = ~acc2[0, 10]
+    x2[0, 10:] += 5.0  # diverges after its first mismatch: allowed
+    assert compare_outputs((x2, acc2), (x, acc), tol).passed
+    x2[1, 3] += 1.0  # wrong before any mismatch: not allowed
+    assert not compare_outputs((x2, acc2), (x, acc), tol).passed
+    acc3 = acc.clone()
+    acc3[:10, 0] = ~acc3[:10, 0]
+    assert not compare_outputs((x, acc3), (x, acc), tol).passed
