@@ -207,14 +207,18 @@ class TranslationJudge:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
         cand.close()
-        ref_t = self._time(self.library("h100"), sets, iters, warmup)["timing"]
+        ref_lib = self.library("h100")
+        ref_t = self._time(ref_lib, sets, iters, warmup)["timing"]
+        ref_lib.close()  # one library on the GPU at a time: each timing loop holds copies of the inputs
         cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
-            base_t = self._time(self.library("a100"), sets, iters, warmup)["timing"]
+            base_lib = self.library("a100")
+            base_t = self._time(base_lib, sets, iters, warmup)["timing"]
+            base_lib.close()
             base_stats = timing.stats(base_t["times_ms"])
             entry["baseline"] = base_stats
             entry["speedup_vs_baseline"] = base_stats["median_ms"] / cand_stats["median_ms"]

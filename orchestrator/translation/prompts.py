@@ -1,6 +1,7 @@
 """What the model is shown for a translation task.
 
-The prompt holds: the task summary; the A100 source files (verbatim, from the pinned
+The prompt holds: the A100 techniques (never the task title or summary, which name the
+H100 reference's); the A100 source files (verbatim, from the pinned
 artifact) and the list of headers they include, each marked as found in the pinned
 include path or as a system/toolkit header; our adapter showing how the upstream code
 is called; the entry-point header the candidate must implement; the build recipe
@@ -43,10 +44,9 @@ def header_table(task: Task, roots: Mapping[str, Path]) -> list[dict[str, str]]:
         for kind, header in includes_of(src.read_text(errors="replace")):
             if header in seen:
                 continue
-            here = src.parent / header if kind == "quote" else None
-            found = next((d for d in ([here.parent] if here and here.exists() else []) + dirs
-                          if (d / header).is_file()), None)
-            where = "pinned sources" if found is not None else "system / CUDA toolkit"
+            beside = kind == "quote" and (src.parent / header).is_file()
+            found = beside or any((d / header).is_file() for d in dirs)
+            where = "pinned sources" if found else "system / CUDA toolkit"
             seen[header] = {"header": header, "resolves_to": where}
     return list(seen.values())
 
@@ -65,7 +65,8 @@ def prompt_parts(task: Task, roots: Mapping[str, Path]) -> dict[str, Any]:
     includes = [{"pin_package": m["pins"][e["pin"]]["package"], "path": e["path"]}
                 for e in m["build"]["includes"]]
     return {
-        "id": task.id, "title": m["title"], "summary": m["summary"],
+        # Only the A100 side is described: the title and summary name the H100 reference's techniques.
+        "id": task.id, "a100_techniques": side.get("techniques", ""),
         "upstream": f"{pin['package']}=={pin['version']} ({pin['file']})",
         "a100_files": files,
         "headers": header_table(task, roots),
@@ -80,8 +81,9 @@ def prompt_parts(task: Task, roots: Mapping[str, Path]) -> dict[str, Any]:
 
 def render(parts: Mapping[str, Any]) -> str:
     """The prompt as Markdown."""
-    out = [f"# Port an A100 kernel to H100: {parts['title']}", "",
-           parts["summary"], "",
+    out = [f"# Port an A100 kernel to H100 ({parts['id']})", "",
+           "What it computes, and the exact memory layouts, are in the entry-point header below. "
+           f"The A100 implementation uses: {parts['a100_techniques']}.", "",
            f"The A100 (sm_80) implementation below comes from {parts['upstream']}. Write a CUDA C++ file that "
            "implements the same computation for H100 (sm_90a) as fast as you can: use what Hopper adds "
            "(wgmma, TMA, thread-block clusters, asynchronous pipelines, warp specialization) where it pays.", "",

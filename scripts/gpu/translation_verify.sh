@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # H200: build and verify every single-GPU translation task, offline.
 # Needs nvcc 13.0 and torch with CUDA; the pins come from the carried folder
-# .carry/translation-pins (made here by `python3 -m orchestrator translation pack
-# .carry/translation-pins --track translation-single`). Results go to $OUT.
+# .carry/translation-pins (made by `python3 -m orchestrator translation pack
+# .carry/translation-pins tr-cutlass-cute-hgemm tr-cutlass-tf32-gemm tr-cutlass-grouped-gemm`).
+# Results go to $OUT. Extra arguments pass through (--tasks ID..., --stress N, --iters N).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/popcorn-translation-out}"

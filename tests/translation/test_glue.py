@@ -117,6 +117,7 @@ def test_prompt_shows_a100_sources_and_never_the_h100_reference(cache_dir: Path)
     assert a100_text.strip() in text
     h100_text = (roots["cutlass42"] / task.manifest["h100"]["main"]).read_text()
     assert "wgmma_tma_sm90" not in text and h100_text[-2000:] not in text
+    assert task.manifest["title"] not in text and "wgmma" not in parts["a100_techniques"]
     assert task.manifest["entry"]["signature"].split("(")[0].split()[-1] in text
     assert '"m": 4096' in text and "sm_90a" in text
     headers = {h["header"]: h["resolves_to"] for h in parts["headers"]}
