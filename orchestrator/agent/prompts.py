@@ -83,6 +83,8 @@ def host_device_info(device: str, gpus: list[int]) -> dict[str, Any]:
     import torch
 
     index = gpus[0] if gpus else 0
+    if not torch.cuda.is_available():  # the GPU is only visible inside the sandbox images
+        return {"type": "cuda", "name": "NVIDIA GPU (call specs for details)"}
     p = torch.cuda.get_device_properties(index)
     return {"type": "cuda", "name": p.name, "sms": p.multi_processor_count,
             "memory_gib": p.total_memory / 2**30, "compute_capability": f"{p.major}.{p.minor}"}

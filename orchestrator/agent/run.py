@@ -219,6 +219,13 @@ def main(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args, **overrides, base_url=base_url, api_key_env=api_key_env)
     device = settings.resolved_device()
     gpus = _gpus(settings, device)
+    if device == "cuda" and settings.sandbox == "local":  # docker images bring their own CUDA torch
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: torch sees no CUDA GPU on this host (use --device cpu or auto)")
+        if any(g >= torch.cuda.device_count() for g in gpus):
+            raise UserError(f"--gpus {settings.gpus}: this host has {torch.cuda.device_count()} GPU(s)")
 
     if resume:
         assert run_dir is not None
