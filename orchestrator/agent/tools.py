@@ -650,10 +650,15 @@ def tool_disassemble(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
                 out.append(f"== SASS {name} ({len(instructions)} instructions) ==")
                 out += instructions
     if what in ("ptx", "both"):
-        files = ws.sandbox.get_files([_relative(ws, p) for p in found.get("ptx", [])])
-        for path, data in files.items():
-            text = filter_ptx(data.decode(errors="replace"))
-            if wanted and wanted not in text:
+        ptx: dict[str, str] = {path: data.decode(errors="replace") for path, data in
+                               ws.sandbox.get_files([_relative(ws, p) for p in found.get("ptx", [])]).items()}
+        dumper = _find_tool(ws, "cuobjdump") if found.get("so") else None
+        for library in found.get("so", []):
+            if dumper is not None:  # load_inline builds: PTX embedded in the library
+                ptx[library] = ws.exec([dumper, "-ptx", library], 120).stdout
+        for path, source in ptx.items():
+            text = filter_ptx(source)
+            if not text or wanted and wanted not in text:
                 continue
             out.append(f"== PTX {Path(path).name} ==")
             out.append(text)

@@ -105,3 +105,91 @@ def test_format_verdict_shows_disclosed_trials_not_stress():
     assert "trial 1 (fresh): FAILED [max_abs_err=0.5]: first bad indices (3,)" in text
     assert "77" not in text and "99" not in text  # nothing about hidden shapes or the seed
     assert json.dumps(verdict)  # unchanged, serialisable
+
+
+class GpuLikeSandbox:
+    """Stands in for a GPU sandbox (no GPU, ncu or cuobjdump here): answers the commands
+    the tools send with the outputs those programs print, and records the commands."""
+
+    workdir = "/w"
+    python = "python3"
+
+    def __init__(self, counters_restricted: bool = False):
+        self.files: dict[str, bytes] = {}
+        self.commands: list[list[str]] = []
+        self.restricted = counters_restricted
+
+    def put_files(self, files):
+        self.files.update(files)
+
+    def get_files(self, paths):
+        return {p: self.files[p] for p in paths if p in self.files}
+
+    def exec(self, argv, *, timeout_s, stdin=None, env=None, cwd=None):
+        from orchestrator.sandbox.base import ExecResult
+
+        self.commands.append(list(argv))
+        out, code = "", 0
+        if argv[0] == "sh":
+            out = "/usr/local/cuda/bin/" + argv[-1].split()[2] + "\n"
+        elif argv[1:3] == ["popcorn_probe.py", "kernels"]:
+            assert cwd == "/w/.probe" and env["TRITON_CACHE_DIR"] == "/w/.probe/triton_cache"
+            self.files[".probe/triton_cache/ab/_spmv_row.ptx"] = b".version 8.4\n// c\n\tld.global.f32 %f1, [%rd1];\n"
+            out = 'POPCORN_PROBE {"cubin": ["/w/.probe/triton_cache/ab/_spmv_row.cubin"], ' \
+                  '"ptx": ["/w/.probe/triton_cache/ab/_spmv_row.ptx"], "so": []}\n'
+        elif argv[0].endswith("cuobjdump"):
+            out = CUOBJDUMP
+        elif argv[0].endswith("ncu"):
+            if self.restricted:
+                out, code = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n", 1
+            else:
+                self.files[".probe/ncu.csv"] = NCU_RAW.encode()
+        return ExecResult(code, out, "", 0.1)
+
+    def close(self):
+        pass
+
+
+def _gpu_workspace(tmp_path, sandbox):
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from orchestrator.agent.tools import Scoring, Workspace
+    from orchestrator.config import REPO_ROOT, Settings
+
+    folder = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
+    entry = SimpleNamespace(id="graph/l1/csr_spmv", path=folder, kind="problem",
+                            manifest=json.loads((folder / "manifest.json").read_text()))
+    return Workspace(entry=entry, settings=Settings(cache_dir=tmp_path), scoring=Scoring(None, None),  # type: ignore[arg-type]
+                     device="cuda", host_dir=Path(tmp_path), sandbox_factory=lambda: sandbox)
+
+
+def test_disassemble_plumbing(tmp_path):
+    from orchestrator.agent.tools import call_tool
+
+    sandbox = GpuLikeSandbox()
+    ws = _gpu_workspace(tmp_path, sandbox)
+    result = call_tool(ws, "mt-all", "disassemble", json.dumps({"code": "class ModelNew: pass", "what": "both"}))
+    assert result.ok, result.text
+    assert result.text.splitlines() == ["== SASS _spmv_row (4 instructions) ==", "LDC R1, c[0x0][0x28]",
+                                        "S2R R0, SR_CTAID.X", "@!P0 EXIT", "BRA 0x30", "== PTX _spmv_row.ptx ==",
+                                        ".version 8.4", "\tld.global.f32 %f1, [%rd1];"]
+    assert ["/usr/local/cuda/bin/cuobjdump", "-sass", "/w/.probe/triton_cache/ab/_spmv_row.cubin"] in sandbox.commands
+    assert sandbox.files[".probe/candidate.py"] == b"class ModelNew: pass"
+    assert ".probe/orchestrator/runner/judge.py" in sandbox.files and ".probe/problem/reference.py" in sandbox.files
+    bad = call_tool(ws, "mt-all", "disassemble", json.dumps({"what": "assembly"}))
+    assert not bad.ok and "`what` must be" in bad.text
+
+
+def test_profile_plumbing_and_restricted_counters(tmp_path):
+    from orchestrator.agent.tools import call_tool
+
+    sandbox = GpuLikeSandbox()
+    result = call_tool(_gpu_workspace(tmp_path, sandbox), "mt-all", "profile", json.dumps({"code": "x", "kernel": "spmv"}))
+    assert result.ok and result.text.startswith("1 kernel launch(es) profiled") and "_spmv_row" in result.text
+    ncu = next(c for c in sandbox.commands if c[0].endswith("ncu"))
+    assert ncu[ncu.index("--log-file") + 1] == "ncu.csv" and "--metrics" in ncu
+    restricted = GpuLikeSandbox(counters_restricted=True)
+    result = call_tool(_gpu_workspace(tmp_path, restricted), "mt-all", "profile", json.dumps({"code": "x"}))
+    assert not result.ok and "ERR_NVGPUCTRPERM" in result.text and result.data["counters_restricted"]
+    assert sum(c[0].endswith("ncu") for c in restricted.commands) == 2  # retried without the extra metrics
