@@ -58,17 +58,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     a("--price-table", dest="price_table", type=Path, default=None, help="JSON: model -> USD per million tokens")
     a("--temperature", type=float, default=None)
     a("--max-completion-tokens", dest="max_completion_tokens", type=int, default=None)
-    a("--request-timeout-s", dest="request_timeout_s", type=float, default=600.0)
-    a("--retries", type=int, default=6, help="retries of a model call on 429/5xx/timeouts")
-    a("--backoff-s", dest="backoff_s", type=float, default=1.0, help="first retry wait (doubles)")
-    a("--tool-timeout-s", dest="tool_timeout_s", type=float, default=600.0)
-    a("--tool-output-limit", dest="tool_output_limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
-      help="characters of a tool result sent to the model (the rest is trimmed with a note)")
+    a("--request-timeout-s", dest="request_timeout_s", type=float, default=None, help="per model call (default 600)")
+    a("--retries", type=int, default=None, help="retries of a model call on 429/5xx/timeouts (default 6)")
+    a("--backoff-s", dest="backoff_s", type=float, default=None, help="first retry wait, doubling (default 1)")
+    a("--tool-timeout-s", dest="tool_timeout_s", type=float, default=None, help="per tool call (default 600)")
+    a("--tool-output-limit", dest="tool_output_limit", type=int, default=None,
+      help=f"characters of a tool result sent to the model, the rest trimmed with a note (default {DEFAULT_OUTPUT_LIMIT})")
     a("--stress", type=int, default=None, help="hidden stress shapes per scoring (default 8)")
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
     a("--parallel", type=int, default=None,
       help="episodes at a time (default: one per GPU in --gpus, 1 on a CPU); each GPU runs one episode")
     a("--quiet", action="store_true", help="no progress bar")
+
+
+# Options of the agent loop (not scoring settings): flag > run.json (on --resume) > default.
+AGENT_DEFAULTS: dict[str, Any] = {
+    "max_tokens": None, "max_wall_s": None, "tool_timeout_s": 600.0, "tool_output_limit": DEFAULT_OUTPUT_LIMIT,
+    "retries": 6, "backoff_s": 1.0, "request_timeout_s": 600.0, "temperature": None, "max_completion_tokens": None,
+}
+# Settings a resumed run keeps from run.json unless a flag overrides them (paths may move).
+NOT_RESUMED = {"problems_dir", "translation_dir", "schemas_dir", "results_dir", "cache_dir", "images_lock", "run_id"}
+
+
+def agent_options(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
+    return {k: getattr(args, k, None) if getattr(args, k, None) is not None else stored.get(k, default)
+            for k, default in AGENT_DEFAULTS.items()}
 
 
 # ---------------------------------------------------------------- model and endpoint
@@ -78,7 +92,7 @@ def _is_loopback(url: str | None) -> bool:
     return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
 
 
-def make_agent(model: str, base_url: str | None, api_key_env: str, args: argparse.Namespace) -> Any:
+def make_agent(model: str, base_url: str | None, api_key_env: str, options: dict[str, Any]) -> Any:
     """The agent behind --model; a missing endpoint or key is one clear line."""
     from orchestrator.agent.builtin import builtin_agent
 
@@ -96,9 +110,10 @@ def make_agent(model: str, base_url: str | None, api_key_env: str, args: argpars
                             f"for the endpoint {where}")
     if base_url and not urlparse(base_url).scheme.startswith("http"):
         raise UserError(f"--base-url {base_url!r} is not an http(s) URL")
-    policy = RetryPolicy(retries=args.retries, backoff_s=args.backoff_s, request_timeout_s=args.request_timeout_s)
-    return OpenAIChatModel(model, base_url=base_url, api_key=key, policy=policy, temperature=args.temperature,
-                           max_completion_tokens=args.max_completion_tokens)
+    policy = RetryPolicy(retries=options["retries"], backoff_s=options["backoff_s"],
+                         request_timeout_s=options["request_timeout_s"])
+    return OpenAIChatModel(model, base_url=base_url, api_key=key, policy=policy, temperature=options["temperature"],
+                           max_completion_tokens=options["max_completion_tokens"])
 
 
 # ---------------------------------------------------------------- run.json
@@ -209,14 +224,18 @@ def main(args: argparse.Namespace) -> int:
     if resume and (run_dir is None or not run_dir.exists()):
         raise UserError(f"no run to resume at {run_dir.path if run_dir else '?'}")
     opts = _resolve_options(args, run_dir if resume else None)
-    stored_config = run_dir.read_run()["config"] if resume and run_dir else {}
+    stored_run = run_dir.read_run() if resume and run_dir else {}
+    stored_config = stored_run.get("config", {})
     base_url = args.base_url or stored_config.get("base_url")
     api_key_env = args.api_key_env or stored_config.get("api_key_env") or "OPENAI_API_KEY"
-    agent = make_agent(opts["model"], base_url, api_key_env, args)
+    options = agent_options(args, stored_run.get("agent", {}))
+    agent = make_agent(opts["model"], base_url, api_key_env, options)
     price = price_for(load_price_table(args.price_table), opts["model"])
 
+    kept = {k: v for k, v in stored_config.items() if k in Settings.model_fields and k not in NOT_RESUMED}
+    given = {k: v for k, v in vars(args).items() if v is not None and k in Settings.model_fields}
     overrides = {k: opts[k] for k in ("track", "harness", "model", "attempts", "max_turns")}
-    settings = Settings.from_args(args, **overrides, base_url=base_url, api_key_env=api_key_env)
+    settings = Settings(**{**kept, **given, **overrides, "base_url": base_url, "api_key_env": api_key_env})
     device = settings.resolved_device()
     gpus = _gpus(settings, device)
     if device == "cuda" and settings.sandbox == "local":  # docker images bring their own CUDA torch
@@ -248,11 +267,8 @@ def main(args: argparse.Namespace) -> int:
 
         run_dir.write_run({
             "run_id": run_id, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": sys.argv, "config": {**settings.model_dump(mode="json"), "problems": opts["problems"],
-                                            "max_tokens": args.max_tokens, "max_wall_s": args.max_wall_s,
-                                            "tool_timeout_s": args.tool_timeout_s,
-                                            "tool_output_limit": args.tool_output_limit,
-                                            "retries": args.retries, "temperature": args.temperature},
+            "command": sys.argv, "config": {**settings.model_dump(mode="json"), "problems": opts["problems"]},
+            "agent": options,
             "versions": versions(), "device": {"type": device, "gpus": gpus, **host_device_info(device, gpus)},
             "run_seed": run_seed, "planned": planned,
         })
@@ -264,15 +280,16 @@ def main(args: argparse.Namespace) -> int:
 
     env = EpisodeEnv(settings=settings, run_dir=run_dir, scoring=Scoring.real(), device=device,
                      device_info=host_device_info(device, gpus),
-                     limits=Limits(max_turns=opts["max_turns"], max_tokens=args.max_tokens, max_wall_s=args.max_wall_s),
+                     limits=Limits(max_turns=opts["max_turns"], max_tokens=options["max_tokens"],
+                                   max_wall_s=options["max_wall_s"]),
                      sandbox_factory=sandbox_factory(settings, device, gpus), price=price,
-                     output_limit=args.tool_output_limit, tool_timeout_s=args.tool_timeout_s)
+                     output_limit=options["tool_output_limit"], tool_timeout_s=options["tool_timeout_s"])
     parallel = args.parallel or max(len(gpus), 1)
     print(f"run {run_id}: {len(todo)} episode(s) to run, {len(planned) - len(todo)} already recorded "
           f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}, {parallel} at a time) -> {run_dir.path}",
           file=sys.stderr)
     runner = _Runner(run_dir, run_id, run_seed, opts, env, agent, quiet=args.quiet, total=len(todo),
-                     new_agent=lambda: make_agent(opts["model"], base_url, api_key_env, args))
+                     new_agent=lambda: make_agent(opts["model"], base_url, api_key_env, options))
     try:
         runner.run(todo, parallel, gpus)
     finally:

@@ -82,7 +82,8 @@ def test_kill_mid_episode_then_resume_loses_and_doubles_nothing(tmp_path):
         assert [(r["episode_id"], r["status"]) for r in before] == [
             ("graph.l1.csr_spmv.a0", "no_submission"), ("graph.l1.csr_spmv.a1", "infra_error"),
             ("graph.l1.csr_spmv.a2", "no_submission")]
-        second = _orchestrator(["--resume", "--run-id", "killed", *common], env)
+        # endpoint, key variable and retries come back from run.json
+        second = _orchestrator(["--resume", "--run-id", "killed", "--quiet"], env)
         out, err = second.communicate(timeout=300)
         assert second.returncode == 0, err.decode()[-3000:]
     records = run.load_records()
@@ -132,3 +133,14 @@ def test_parallel_episodes_each_recorded_once(tmp_path, monkeypatch, capsys):
     assert sorted(r["episode_id"] for r in records) == [f"graph.l1.csr_spmv.a{i}" for i in range(6)]
     assert len(server.requests) == 6 and server.max_in_flight >= 2
     assert sum(r["tokens"]["total"] for r in records) == 660
+
+
+def test_agent_options_flag_then_run_json_then_default():
+    import argparse
+
+    from orchestrator.agent.run import AGENT_DEFAULTS, agent_options
+
+    args = argparse.Namespace(retries=2, tool_timeout_s=None, max_tokens=None)
+    got = agent_options(args, {"tool_timeout_s": 30.0, "retries": 9})
+    assert got["retries"] == 2 and got["tool_timeout_s"] == 30.0
+    assert got["tool_output_limit"] == AGENT_DEFAULTS["tool_output_limit"] and got["max_tokens"] is None
