@@ -9,7 +9,8 @@ Its stdout and stderr go to a log file. It loads the task's glue (task.py: input
 layout and the `launch` call) and the library through ctypes, then answers pickled
 requests on a private pipe:
 
-    {"op": "run", "inputs": (cpu tensors...)}   -> {"ok", "output", "inputs_after"}
+    {"op": "run", "inputs": (cpu tensors...), "outputs": (indices written)}
+                                                -> {"ok", "output", "mutated_inputs"}
     {"op": "time", "input_sets": [...], "iters", "warmup", "hold_bytes"}
                                                 -> {"ok", "timing", "fingerprints"}
     {"op": "exit"}
@@ -85,10 +86,14 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
 def _handle(msg: dict[str, Any], call: Any, device: str) -> dict[str, Any]:
     if msg["op"] == "run":
         inputs = to_device(msg["inputs"], device)
+        read_only = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and i not in msg.get("outputs", ())]
+        before = {i: inputs[i].clone() for i in read_only}
         out = call(*inputs)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        return {"ok": True, "output": to_device(out, "cpu"), "inputs_after": to_device(inputs, "cpu")}
+        # Compared here, on the device: shipping multi-GB inputs back to the judge costs more than the trial.
+        mutated = [i for i in read_only if not torch.equal(torch.nan_to_num(before[i]), torch.nan_to_num(inputs[i]))]
+        return {"ok": True, "output": to_device(out, "cpu"), "mutated_inputs": mutated}
     if msg["op"] == "time":
         sets = [to_device(s, device) for s in msg["input_sets"]]
         prints: list[tuple[int, Any]] = []

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/popcorn-translation-out}"
 PINS="${POPCORN_TRANSLATION_PINS:-.carry/translation-pins}"
-export POPCORN_CACHE_DIR="${POPCORN_CACHE_DIR:-/tmp/popcorn-translation-cache}"
+export POPCORN_CACHE_DIR="${POPCORN_CACHE_DIR:-$PWD/.cache}"  # ignored by git: kept between calls on a warm machine
 export NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true; nvcc --version | tail -1
