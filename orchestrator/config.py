@@ -40,7 +40,7 @@ class Settings(BaseSettings):
 
     # sandboxes
     sandbox: Literal["auto", "local", "docker"] = "auto"
-    sandbox_memory_gb: float = 16.0
+    sandbox_memory_gb: float = Field(32.0, description="host memory limit of a sandbox (GPU memory is not limited)")
     sandbox_pids: int = 512
     images_lock: Path | None = None
 

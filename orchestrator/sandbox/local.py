@@ -2,8 +2,10 @@
 
 - network: a new, empty network namespace (`unshare --net`; as a non-root user
   `unshare --user --map-root-user --net`), so nothing outside can be reached;
-- processes: a new PID namespace whose init is killed with the sandbox
-  (`--pid --fork --kill-child`), plus the host-side process group: a wall-clock
+- processes: a new PID namespace with its own /proc (`--pid --fork --kill-child
+  --mount-proc`; CUDA fails with error 304 in a PID namespace that still sees the
+  host's /proc), whose init is killed with the sandbox, plus the host-side process
+  group: a wall-clock
   timeout kills everything the command started, including daemons it spawned;
 - limits: a cgroup (v2, or v1 `pids` and `memory`) where one is writable, else
   RLIMIT_AS on CPU-only sandboxes (RLIMIT_AS breaks CUDA, which reserves address
@@ -42,9 +44,9 @@ def namespace_prefix() -> tuple[str, ...] | None:
     unshare = shutil.which("unshare")
     if not unshare:
         return None
-    candidates = [(unshare, "--net", "--pid", "--fork", "--kill-child")]
+    candidates = [(unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc")]
     if os.geteuid() != 0:
-        candidates.insert(0, (unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"))
+        candidates.insert(0, (unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"))
     for prefix in candidates:
         try:
             ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0

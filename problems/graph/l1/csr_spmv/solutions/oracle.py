@@ -1,29 +1,72 @@
-"""Oracle for graph/l1/csr_spmv: one Triton program per row, no nnz-sized temporary."""
+"""Oracle for graph/l1/csr_spmv: no nnz-sized temporary, load-balanced over power-law rows.
+
+Short rows (<= LONG nonzeros): BLOCK_R rows per program as a [BLOCK_R, BLOCK_K] tile,
+so a warp works on many rows at once instead of idling on a row of 16. Long rows (the
+hubs of the power law): split into CHUNK-sized pieces, one program each, whose partial
+sums are added atomically, so one hub row cannot serialise the whole kernel.
+"""
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
+LONG = 256
+CHUNK = 2048
+
 
 @triton.jit
-def _spmv_row(rowptr, col, val, x, y, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    start = tl.load(rowptr + row)
-    end = tl.load(rowptr + row + 1)
+def _short_rows(rowptr, col, val, x, y, n, LONG: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    in_range = rows < n
+    start = tl.load(rowptr + rows, mask=in_range, other=0)
+    end = tl.load(rowptr + rows + 1, mask=in_range, other=0)
+    length = end - start
+    short = length <= LONG
+    end = tl.where(short, end, start)  # long rows are summed by _long_rows
+    span = tl.max(end - start, axis=0)
+    acc = tl.zeros([BLOCK_R, BLOCK_K], dtype=tl.float32)
+    for k in range(0, span, BLOCK_K):
+        offs = start[:, None] + k + tl.arange(0, BLOCK_K)[None, :]
+        m = offs < end[:, None]
+        c = tl.load(col + offs, mask=m, other=0)
+        v = tl.load(val + offs, mask=m, other=0.0)
+        acc += v * tl.load(x + c, mask=m, other=0.0)
+    tl.store(y + rows, tl.sum(acc, axis=1), mask=in_range)
+
+
+@triton.jit
+def _long_rows(rowptr, col, val, x, y, work_row, work_start, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    w = tl.program_id(0)
+    row = tl.load(work_row + w)
+    begin = tl.load(work_start + w)
+    end = tl.minimum(tl.load(rowptr + row + 1), begin + CHUNK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for p in range(start, end, BLOCK):
+    for p in range(begin, end, BLOCK):
         offs = p + tl.arange(0, BLOCK)
-        mask = offs < end
-        c = tl.load(col + offs, mask=mask, other=0)
-        v = tl.load(val + offs, mask=mask, other=0.0)
-        acc += v * tl.load(x + c, mask=mask, other=0.0)
-    tl.store(y + row, tl.sum(acc, axis=0))
+        m = offs < end
+        c = tl.load(col + offs, mask=m, other=0)
+        v = tl.load(val + offs, mask=m, other=0.0)
+        acc += v * tl.load(x + c, mask=m, other=0.0)
+    tl.atomic_add(y + row, tl.sum(acc, axis=0))
 
 
 class ModelNew(nn.Module):
     def forward(self, rowptr, col, val, x):
         n = rowptr.numel() - 1
         y = torch.empty(n, device=x.device, dtype=x.dtype)
-        if n:
-            _spmv_row[(n,)](rowptr, col, val, x, y, BLOCK=32)
+        if n == 0:
+            return y
+        block_r = 64
+        _short_rows[(triton.cdiv(n, block_r),)](rowptr, col, val, x, y, n, LONG=LONG, BLOCK_R=block_r, BLOCK_K=16)
+        lengths = rowptr[1:] - rowptr[:-1]
+        long_rows = torch.nonzero(lengths > LONG).flatten()
+        if long_rows.numel():
+            y[long_rows] = 0
+            chunks = (lengths[long_rows] + CHUNK - 1) // CHUNK
+            work_row = torch.repeat_interleave(long_rows, chunks).to(torch.int32)
+            first = torch.repeat_interleave(rowptr[long_rows], chunks)
+            offset = torch.arange(work_row.numel(), device=x.device) - torch.repeat_interleave(
+                torch.cumsum(chunks, 0) - chunks, chunks)
+            work_start = (first + offset * CHUNK).to(torch.int32)
+            _long_rows[(work_row.numel(),)](rowptr, col, val, x, y, work_row, work_start, CHUNK=CHUNK, BLOCK=256)
         return y

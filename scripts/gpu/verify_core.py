@@ -1,0 +1,122 @@
+"""GPU verification of the evaluation core (run on the device machine).
+
+  verify_core.py oracles [GLOB]   score every oracle: 8 hidden shapes, speedup with its
+                                  interval, reference time, DRAM fraction of the copy ceiling
+  verify_core.py repeat ID N      N evaluations of one oracle in separate processes: CV of
+                                  the median time
+  verify_core.py ncu ID           the oracle's kernel time by ncu (gpu__time_duration) against
+                                  the harness's median at the disclosed shape
+
+Results go to $OUT as JSON lines, written as they come (a timeout loses nothing).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = Path(os.environ.get("OUT", "/tmp/out"))
+sys.path.insert(0, str(REPO))
+
+
+def append(name: str, record: dict) -> None:
+    with open(OUT / name, "a") as f:
+        f.write(json.dumps(record, default=str) + "\n")
+
+
+def ceilings() -> dict:
+    path = OUT / "ceilings.json"
+    if not path.exists():
+        out = subprocess.run([sys.executable, str(REPO / "scripts/gpu/ceilings.py")], capture_output=True, text=True)
+        path.write_text(out.stdout)
+    return json.loads(path.read_text())
+
+
+def oracles(pattern: str | None, stress: int) -> None:
+    from orchestrator.catalog import load_catalog, select
+    from orchestrator.config import Settings
+    from orchestrator.runner.shapes import default_shape, evaluate as formula
+    from orchestrator.scoring.pipeline import evaluate
+
+    ceiling = ceilings()["copy_gbs"]
+    settings = Settings(device="cuda", sandbox="local", stress=stress)
+    entries = [e for e in select(load_catalog(settings), track="subdomain", pattern=pattern) if e.oracle and not e.collectives]
+    for e in entries:
+        t0 = time.perf_counter()
+        r = evaluate(e, e.oracle, settings)
+        t = r["stages"].get("timing", {})
+        row = {"problem": e.id, "status": r["status"], "failure": r["failure_class"],
+               "detail": r["failure_detail"][-1500:], "speedup": r["speedup"], "ci95": t.get("speedup_ci95"),
+               "oracle_ms": t.get("candidate", {}).get("median_ms"), "reference_ms": t.get("reference", {}).get("median_ms"),
+               "oracle_cv": t.get("candidate", {}).get("cv"), "stress_n": r["stages"].get("stress", {}).get("n"),
+               "wall_s": round(time.perf_counter() - t0, 1)}
+        if row["oracle_ms"]:
+            nbytes = formula(e.manifest["bytes"], default_shape(e.manifest["shapes"], "cuda"))
+            row["dram_gbs"] = nbytes / row["oracle_ms"] / 1e6
+            row["dram_fraction"] = row["dram_gbs"] / ceiling
+        append("oracles.jsonl", row)
+        print(json.dumps(row), flush=True)
+
+
+def repeat(problem: str, n: int) -> None:
+    oracle = REPO / "problems" / problem / "solutions" / "oracle.py"
+    medians = []
+    for i in range(n):
+        out = subprocess.run([sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
+                              str(oracle), "--device", "cuda", "--stress", "0", "--sandbox", "local", "--json"],
+                             capture_output=True, text=True, cwd=REPO)
+        record = json.loads(out.stdout)
+        medians.append(record["stages"]["timing"]["candidate"]["median_ms"])
+        print(f"run {i}: {medians[-1]:.5f} ms", flush=True)
+    cv = statistics.pstdev(medians) / statistics.fmean(medians)
+    row = {"problem": problem, "runs": n, "medians_ms": medians, "cv_of_median": cv}
+    append("repeatability.jsonl", row)
+    print(json.dumps(row), flush=True)
+
+
+def ncu(problem: str) -> None:
+    """Kernel time by ncu vs the harness's median (same shape, same oracle)."""
+    script = REPO / "scripts/gpu/_oracle_loop.py"
+    rep = OUT / "ncu_kernels.csv"
+    cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+           "--kernel-name-base", "function", sys.executable, str(script), problem]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ})
+    rep.write_text(res.stdout + "\n" + res.stderr[-4000:])
+    durations = []
+    for line in res.stdout.splitlines():
+        parts = [p.strip('"') for p in line.split('","')]
+        if len(parts) > 3 and parts[-3] == "gpu__time_duration.sum":
+            value, unit = float(parts[-1].replace(",", "")), parts[-2]
+            durations.append(value / {"nsecond": 1e6, "usecond": 1e3, "msecond": 1.0}.get(unit, 1e6))
+    harness = json.loads(subprocess.run(
+        [sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
+         str(REPO / "problems" / problem / "solutions/oracle.py"), "--device", "cuda", "--stress", "0",
+         "--sandbox", "local", "--json"], capture_output=True, text=True, cwd=REPO).stdout)
+    h = harness["stages"]["timing"]["candidate"]["median_ms"]
+    # the loop runs the oracle 10 times after 3 warm-ups; a forward may launch several kernels
+    per_call = sorted(durations)
+    row = {"problem": problem, "ncu_kernel_ms": per_call, "harness_median_ms": h}
+    if durations:
+        calls = 13
+        total = sum(durations) / calls
+        row.update(ncu_per_call_ms=total, relative_gap=(h - total) / total)
+    append("ncu.jsonl", row)
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    OUT.mkdir(parents=True, exist_ok=True)
+    cmd = sys.argv[1]
+    if cmd == "oracles":
+        oracles(sys.argv[2] if len(sys.argv) > 2 else None, int(os.environ.get("STRESS", 8)))
+    elif cmd == "repeat":
+        repeat(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "ncu":
+        ncu(sys.argv[2])
+    elif cmd == "ceilings":
+        print(ceilings())
