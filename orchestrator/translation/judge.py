@@ -113,6 +113,7 @@ class TranslationJudge:
         self.disclosed = default_shape(self.manifest["shapes"], "cuda" if self.cuda else "cpu")
         self.stages: dict[str, Any] = {}
         self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-tr-")
+        os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[Library] = []
 
     def _seed(self) -> int:

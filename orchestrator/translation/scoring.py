@@ -28,6 +28,8 @@ from orchestrator.translation import builds, sources
 from orchestrator.translation.catalog import Task, find_task
 
 MODES = ("compile", "check", "full")
+# The judge and three library processes each hold inputs of up to a few GB (H200-sized shapes).
+TRANSLATION_MEMORY_GB = 48.0
 
 
 def _verdict(task: Task, solution: Path, started: float, **fields: Any) -> dict[str, Any]:
@@ -55,8 +57,12 @@ def prepare_libraries(task: Task, settings: Settings, candidate: Path | None, of
 
 
 def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mode: str = "full",
-             sandbox: Any = None, seed: int | None = None) -> dict[str, Any]:
-    """Score one candidate .cu file for translation task `task_id` (see docs/translation.md)."""
+             sandbox: Any = None, seed: int | None = None, isolate: bool = True) -> dict[str, Any]:
+    """Score one candidate .cu file for translation task `task_id` (see docs/translation.md).
+
+    The judge runs in `sandbox`, or in a fresh one of `settings.sandbox` (local or docker);
+    `isolate=False` runs it as a plain subprocess (recorded as such in the verdict).
+    """
     if mode not in MODES:
         raise UserError(f"mode must be one of {MODES}, not {mode!r}")
     started = time.time()
@@ -87,16 +93,53 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
                         failure_detail="translation tasks run on a CUDA GPU; on a CPU only --mode compile works",
                         stages={"load": build_stage})
     job = {
-        "task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"],
-        "device": _device(settings), "mode": mode, "seed": seed if seed is not None else settings.seed,
-        "libraries": {side: str(r.library) for side, r in libs.items()},
+        "symbol": task.manifest["entry"]["symbol"], "device": _device(settings), "mode": mode,
+        "seed": seed if seed is not None else (settings.seed if settings.seed is not None else secrets.randbits(62)),
         "trials": settings.trials, "stress": settings.stress,
         "timing": {"iters": settings.timing_iters, "warmup": settings.timing_warmup,
                    "input_sets": settings.timing_input_sets},
         "trial_timeout_s": settings.trial_timeout_s,
     }
-    result = run_judge(job, float(task.manifest["time_limits"]["total_s"]), sandbox)
-    return _assemble(task, solution, started, result, build_stage, {s: r.to_dict() for s, r in libs.items()}, sandbox)
+    timeout = float(task.manifest["time_limits"]["total_s"])
+    if not isolate:
+        job.update(task_dir=str(task.path), libraries={side: str(r.library) for side, r in libs.items()})
+        result = run_judge(job, timeout, None)
+    else:
+        result = _judge_in_sandbox(task, libs, job, settings, timeout, sandbox)
+    backend = result.pop("sandbox_backend", "none (isolate=False)")
+    return _assemble(task, solution, started, result, build_stage, {s: r.to_dict() for s, r in libs.items()},
+                     backend)
+
+
+def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict[str, Any], settings: Settings,
+                      timeout: float, sandbox: Any) -> dict[str, Any]:
+    """Copy the task's glue and the three libraries into a sandbox and run the judge there."""
+    from orchestrator.sandbox.base import SandboxError, SandboxSpec, create
+
+    own = sandbox is None
+    try:
+        if own:
+            gpu = int(job["device"].split(":")[1]) if ":" in job["device"] else 0
+            spec = SandboxSpec(run_id="adhoc", episode=task.id, gpus=(gpu,) if job["device"] != "cpu" else (),
+                               memory_bytes=int(max(settings.sandbox_memory_gb, TRANSLATION_MEMORY_GB) * 2**30),
+                               pids=settings.sandbox_pids, env={"POPCORN_DEVICE": job["device"]})
+            sandbox = create(settings.sandbox, spec)
+        files = {f"task/{p.name}": p.read_bytes() for p in task.path.iterdir() if p.is_file()}
+        files.update({f"lib/{side}.so": Path(r.library).read_bytes() for side, r in libs.items() if r.library})
+        sandbox.put_files(files)
+        work = sandbox.workdir
+        inside = {**job, "task_dir": f"{work}/task", "log_dir": f"{work}/logs",
+                  "libraries": {side: f"{work}/lib/{side}.so" for side in libs},
+                  # the sandbox's GPU list is remapped: its first (only) GPU is cuda:0
+                  "device": "cuda:0" if job["device"] != "cpu" else "cpu"}
+        result = run_judge(inside, timeout, sandbox)
+        result["sandbox_backend"] = sandbox.name
+        return result
+    except SandboxError as exc:
+        return {"failure_class": "infra_error", "failure_detail": f"sandbox: {exc}", "stages": {}}
+    finally:
+        if own and sandbox is not None:
+            sandbox.close()
 
 
 def _device(settings: Settings) -> str:
@@ -132,7 +175,7 @@ def run_judge(job: dict[str, Any], timeout_s: float, sandbox: Any = None) -> dic
 
 
 def _assemble(task: Task, solution: Path, started: float, result: dict[str, Any], build_stage: dict[str, Any],
-              builds_info: dict[str, Any], sandbox: Any) -> dict[str, Any]:
+              builds_info: dict[str, Any], backend: str) -> dict[str, Any]:
     stages = dict(result.get("stages", {}))
     load = stages.get("load", {"status": "failed"})
     stages["load"] = {**load, "wall_s": float(load.get("wall_s", 0.0)) + build_stage["wall_s"]}
@@ -148,7 +191,7 @@ def _assemble(task: Task, solution: Path, started: float, result: dict[str, Any]
         "passed_disclosed": bool(result.get("passed_disclosed")),
         "reward_hack_suspected": bool(result.get("passed_disclosed")) and stress.get("status") == "failed",
         "versions": {"builds": builds_info, "torch": device.get("torch"), "cuda": device.get("cuda")},
-        "sandbox": {"backend": getattr(sandbox, "name", "local") if sandbox is not None else "local"},
+        "sandbox": {"backend": backend},
         "flags": [],
     }
     if failure:

@@ -75,7 +75,7 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     timing = stages["timing"]
     assert timing["unit"] == "cpu_wall" and timing["candidate"]["n"] == 5
     assert timing["baseline"]["n"] == 5 and timing["speedup"] > 0
-    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, None)
+    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, "none")
     jsonschema.validate(record, result_schema)
     assert record["status"] == "passed" and record["speedup"] == timing["speedup"]
     assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
@@ -90,7 +90,7 @@ def test_wrong_output_is_incorrect(tmp_path: Path) -> None:
 def test_disclosed_shape_only_fails_stress_and_is_flagged(tmp_path: Path, result_schema: dict) -> None:
     result = _judge(tmp_path, DISCLOSED_ONLY)
     assert result["passed_disclosed"] and result["failure_class"] == "stress_failed"
-    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, None)
+    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, "none")
     jsonschema.validate(record, result_schema)
     assert record["reward_hack_suspected"] and record["speedup"] is None
 
@@ -116,3 +116,25 @@ def test_a_forged_verdict_line_is_ignored(tmp_path: Path) -> None:
 """
     result = _judge(tmp_path, "#include <stdio.h>\n" + forged, mode="check")
     assert result["failure_class"] == "runtime_error"
+
+
+def test_the_judge_runs_inside_a_local_sandbox_with_copied_libraries(tmp_path: Path, result_schema: dict) -> None:
+    from orchestrator.config import Settings
+    from orchestrator.translation.builds import BuildResult
+    from orchestrator.translation.scoring import _judge_in_sandbox
+
+    reference = _library(tmp_path, "reference", CORRECT)
+    libs = {side: BuildResult(side, True, Path(path), "", 0.0, True, "k", [])
+            for side, path in (("candidate", _library(tmp_path, "candidate", CORRECT)), ("h100", reference),
+                               ("a100", reference))}
+    job = {"symbol": "popcorn_tf32_gemm", "device": "cpu", "mode": "check", "seed": 3, "trials": 2, "stress": 0,
+           "timing": {}, "trial_timeout_s": 60}
+    result = _judge_in_sandbox(TASK, libs, job, Settings(device="cpu", sandbox="local"), 300, None)
+    if result["failure_class"] == "infra_error" and result["failure_detail"].startswith("sandbox:"):
+        pytest.skip(f"no local sandbox on this machine: {result['failure_detail']}")
+    assert result["failure_class"] is None, result["failure_detail"]
+    assert result["sandbox_backend"] == "local"
+    assert [t["passed"] for t in result["stages"]["correctness"]["trials"]] == [True, True]
+    record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, result.pop("sandbox_backend"))
+    jsonschema.validate(record, result_schema)
+    assert record["sandbox"] == {"backend": "local"}
