@@ -1,6 +1,7 @@
 """Built-in agents for demos and tests, chosen by `--model`:
 
-- `oracle`: submits the problem's shipped solution (problems/<id>/solutions/oracle.py);
+- `oracle`: submits the problem's shipped solution (problems/<id>/solutions/oracle.py, or
+  the first `solutions/oracle*` file, e.g. a translation task's .cu);
 - `oracle:tools`: calls every tool of the harness once on that solution, then submits
   (the GPU verification of the tools uses it);
 - `replay:DIR`: replays the assistant messages of the transcripts in DIR (a run
@@ -35,8 +36,9 @@ class OracleAgent:
         self._turn = 0
 
     def start_episode(self, problem_id: str, attempt: int, context: dict[str, Any]) -> None:
-        path = Path(context["entry"].path) / "solutions" / "oracle.py"
-        self._code = path.read_text() if path.is_file() else None
+        entry = context["entry"]
+        path = getattr(entry, "oracle", None) or Path(entry.path) / "solutions" / "oracle.py"
+        self._code = Path(path).read_text() if Path(path).is_file() else None
         self._turn = 0
 
     def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> ModelTurn:

@@ -1,8 +1,9 @@
 """`python -m orchestrator rescore RUN`: score a run's submitted artifacts again, no model.
 
 RUN is a run id under the results directory or a path to a run directory. Every episode
-with an artifact is evaluated again (mode="full", fresh sandbox) with the same secret
-seed as at first (derived from run.json's run seed), or with a new one (--fresh-seed).
+with an artifact is evaluated again (mode="full", fresh sandbox) with the run's scoring
+settings from run.json (flags override them) and the same secret seed as at first
+(derived from run.json's run seed), or with a new one (--fresh-seed).
 The original episodes.jsonl is never modified: the re-scored records (all episodes,
 unscored ones copied unchanged) go to RUN/rescore-<time>.jsonl, and a table compares
 the old and the new verdicts.
@@ -81,9 +82,14 @@ def main(args: argparse.Namespace) -> int:
 
     from orchestrator.config import Settings
 
-    settings = Settings.from_args(args)
-    run_dir = _run_dir(settings, args.run)
+    run_dir = _run_dir(Settings.from_args(args), args.run)
     info = run_dir.read_run() if run_dir.exists() else {}
+    # The run's own scoring settings (stress, timing, device, sandbox), unless a flag overrides them.
+    from orchestrator.agent.run import NOT_RESUMED
+
+    kept = {k: v for k, v in info.get("config", {}).items() if k in Settings.model_fields and k not in NOT_RESUMED}
+    given = {k: v for k, v in vars(args).items() if v is not None and k in Settings.model_fields}
+    settings = Settings(**{**kept, **given})
     run_seed = info.get("run_seed")
     records = run_dir.load_records()
     if not records:

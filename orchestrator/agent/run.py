@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     a("--max-turns", dest="max_turns", type=int, default=None, help="turn limit of the multi-turn harnesses (default 20)")
     a("--max-tokens", dest="max_tokens", type=int, default=None, help="token limit per episode (prompt + completion)")
     a("--max-wall-s", dest="max_wall_s", type=float, default=None, help="wall-time limit per episode, seconds")
-    a("--problems", default=None, help="glob over problem ids, e.g. 'graph/*' (default: the whole track)")
+    a("--problems", default=None, help="globs over problem ids, comma-separated, e.g. 'graph/*,robotics/l1/*' (default: the whole track)")
     a("--sandbox", default=None, choices=["auto", "local", "docker"])
     a("--device", default=None, choices=["auto", "cpu", "cuda"])
     a("--gpus", default=None, help="comma-separated GPU indices (default 0 on a GPU host)")
