@@ -211,10 +211,14 @@ class Workspace:
     def put_probe(self, code: str | None) -> None:
         files: dict[str, bytes] = {
             "popcorn_probe.py": (REPO_ORCHESTRATOR / "agent" / "probe.py").read_bytes(),
-            "problem/manifest.json": json.dumps(self.manifest).encode(),
-            "problem/reference.py": (Path(self.entry.path) / "reference.py").read_bytes(),
             "orchestrator/__init__.py": (REPO_ORCHESTRATOR / "__init__.py").read_bytes(),
         }
+        folder = Path(self.entry.path)
+        for path in sorted(folder.rglob("*")):  # the problem as the judge gets it: no solutions, no tests
+            rel = path.relative_to(folder)
+            if path.is_file() and rel.parts[0] not in ("solutions", "__pycache__") and not rel.name.startswith("test_"):
+                files[f"problem/{rel.as_posix()}"] = path.read_bytes()
+        files["problem/manifest.json"] = json.dumps(self.manifest).encode()
         for path in sorted((REPO_ORCHESTRATOR / "runner").glob("*.py")):
             files[f"orchestrator/runner/{path.name}"] = path.read_bytes()
         if code is not None:
