@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     timing_warmup: int = Field(3, ge=0)
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")
+    counters: bool = Field(True, description="collect ncu counters of a passing kernel on a GPU (rule 7)")
 
     # sandboxes
     sandbox: Literal["auto", "local", "docker"] = "auto"

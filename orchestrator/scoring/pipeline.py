@@ -144,6 +144,11 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
                           "warmup": settings.timing_warmup, "input_sets": settings.timing_input_sets}}
         result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"],
                               timeout_s=_judge_timeout(entry, settings, device), stdin=json.dumps(job).encode())
+        counters = None
+        if device == "cuda" and mode == "full" and settings.counters and '"failure_class": null' in result.stdout:
+            from orchestrator.scoring import counters as hw
+
+            counters = hw.collect(sandbox, job["problem_dir"], job["solution"])
     except SandboxError as exc:
         record["failure_class"], record["failure_detail"] = "infra_error", f"sandbox: {exc}"
         return record
@@ -175,6 +180,11 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         record["flags"] = sorted(set(record["flags"]) | {record["failure_detail"].split(":")[0]})
     timing = record["stages"].get("timing", {})
     record["speedup"] = timing.get("speedup") if record["failure_class"] is None else None
+    if counters is not None:
+        from orchestrator.scoring.counters import flags as counter_flags
+
+        record["stages"]["counters"] = counters
+        record["flags"] = sorted(set(record["flags"]) | set(counter_flags(counters, record["speedup"])))
     return record
 
 

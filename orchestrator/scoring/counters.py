@@ -1,0 +1,104 @@
+"""Hardware counters of the final kernel(s) (rule 7): ncu at the disclosed shape.
+
+SOL (the larger of SM and memory throughput, % of peak), DRAM throughput and
+tensor-pipe use, each averaged over the candidate's kernels weighted by their
+duration. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
+memory under 1 % busy is flagged (`counters:idle_speedup`): such a kernel does too
+little work to be computing the answer.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from typing import Any
+
+from orchestrator.sandbox.base import Sandbox
+
+METRICS = {
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+TENSOR = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+          "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
+DURATION = "gpu__time_duration.sum"
+IDLE_PCT, SUSPICIOUS_SPEEDUP = 1.0, 1.5
+
+
+def find_ncu() -> str | None:
+    for candidate in ("ncu", "/usr/local/cuda/bin/ncu"):
+        path = shutil.which(candidate)
+        if path:
+            return path
+    return None
+
+
+def parse_raw_csv(text: str) -> list[dict[str, float]]:
+    """`ncu --csv --page raw`: a header of metric names, a row of units, a row per kernel."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if len(lines) < 3:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header = rows[0]
+    kernels = []
+    for row in rows[2:]:
+        values = {}
+        for name, value in zip(header, row):
+            try:
+                values[name] = float(value.replace(",", ""))
+            except ValueError:
+                continue
+        if DURATION in values:
+            kernels.append(values)
+    return kernels
+
+
+def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
+    total = sum(k[DURATION] for k in kernels) or 1.0
+
+    def weighted(metric: str) -> float | None:
+        have = [k for k in kernels if metric in k]
+        return sum(k[metric] * k[DURATION] for k in have) / total if have else None
+
+    out: dict[str, Any] = {"status": "passed", "kernels": len(kernels)}
+    for key, metric in METRICS.items():
+        value = weighted(metric)
+        if value is not None:
+            out[key] = value
+    tensor = [v for v in (weighted(m) for m in TENSOR) if v is not None]
+    if tensor:
+        out["tensor_pipe_pct"] = max(tensor)
+    out["sol_pct"] = max(out.get("sm_throughput_pct", 0.0), out.get("memory_throughput_pct", 0.0))
+    out["metrics"] = {"kernel_time_ms": total / 1e6}
+    return out
+
+
+def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300) -> dict[str, Any]:
+    ncu = find_ncu() if sandbox.name == "local" else "ncu"
+    if ncu is None:
+        return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
+    job = json.dumps({"problem_dir": problem_dir, "solution": solution, "iters": 1}).encode()
+    base = [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none",
+            "--target-processes", "all"]
+    text = ""
+    for extra in (TENSOR, ()):
+        metrics = ",".join([*METRICS.values(), DURATION, *extra])
+        result = sandbox.exec([*base, "--metrics", metrics, sandbox.python, "-m",
+                               "orchestrator.runner.profile_target"], timeout_s=timeout_s, stdin=job)
+        text = result.stdout + result.stderr
+        if "ERR_NVGPUCTRPERM" in text:
+            return {"status": "skipped", "reason": "the host restricts GPU performance counters (ERR_NVGPUCTRPERM)"}
+        kernels = parse_raw_csv(result.stdout)
+        if kernels:
+            return summarize(kernels)
+    return {"status": "error", "reason": text[-1500:]}
+
+
+def flags(counters: dict[str, Any], speedup: float | None) -> list[str]:
+    if counters.get("status") != "passed" or speedup is None:
+        return []
+    busy = max(counters.get("sm_throughput_pct", 100.0), counters.get("dram_throughput_pct", 100.0),
+               counters.get("memory_throughput_pct", 100.0))
+    return ["counters:idle_speedup"] if speedup >= SUSPICIOUS_SPEEDUP and busy < IDLE_PCT else []
