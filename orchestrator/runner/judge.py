@@ -13,7 +13,9 @@ new buffers) -> stress on hidden shapes -> timing of candidate and reference.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import hashlib
 import hmac
 import json
@@ -26,7 +28,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -214,6 +216,12 @@ class Judge:
         self.stages["stress"]["status"] = "passed"
 
     def timing(self, cand: Candidate) -> None:
+        # Timing holds the GPU alone: other evaluations on it wait here (their
+        # correctness and stress phases may overlap; timings never do).
+        with gpu_lock(self.job.get("gpu_lock")):
+            self._timing(cand)
+
+    def _timing(self, cand: Candidate) -> None:
         shape = self.disclosed
         self._build(cand, shape)
         t = self.job.get("timing", {})
@@ -245,6 +253,20 @@ class Judge:
             "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
             "speedup_ci95": [ci[0], ci[1]],
         })
+
+
+@contextlib.contextmanager
+def gpu_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on `path` (one file per GPU, shared by every sandbox on the host)."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _median(xs: list[float]) -> float:

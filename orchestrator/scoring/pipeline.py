@@ -79,6 +79,14 @@ def _judge_timeout(entry: Entry, settings: Any, device: str) -> float:
     return total * (3 if device == "cpu" else 1) + 60
 
 
+def _gpu_lock_path(sandbox: Sandbox) -> str | None:
+    """One lock file per GPU on this host, so timings on a GPU never overlap (the local
+    sandbox shares the host's /tmp; other backends time alone in their container)."""
+    if sandbox.name != "local" or not sandbox.spec.gpus:
+        return None
+    return f"/tmp/popcorn-gpu{sandbox.spec.gpus[0]}.lock"
+
+
 def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
     fc = record["failure_class"]
     record["status"] = "passed" if fc is None else "failed"
@@ -140,6 +148,7 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         job = {"problem_dir": f"{work}/{PROBLEM_DIR}", "solution": f"{work}/{CANDIDATE_FILE}", "device": device,
                "mode": mode, "seed": seed, "stress": settings.stress, "trials": settings.trials, "nonce": nonce,
                "trial_timeout_s": settings.trial_timeout_s, "log_path": f"{work}/candidate.log",
+               "gpu_lock": _gpu_lock_path(sandbox) if device == "cuda" else None,
                "timing": {"iters": settings.timing_iters, "iters_cpu": settings.timing_iters_cpu,
                           "warmup": settings.timing_warmup, "input_sets": settings.timing_input_sets}}
         result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"],
@@ -148,7 +157,10 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         if device == "cuda" and mode == "full" and settings.counters and '"failure_class": null' in result.stdout:
             from orchestrator.scoring import counters as hw
 
-            counters = hw.collect(sandbox, job["problem_dir"], job["solution"])
+            from orchestrator.runner.judge import gpu_lock
+
+            with gpu_lock(job["gpu_lock"]):
+                counters = hw.collect(sandbox, job["problem_dir"], job["solution"])
     except SandboxError as exc:
         record["failure_class"], record["failure_detail"] = "infra_error", f"sandbox: {exc}"
         return record
