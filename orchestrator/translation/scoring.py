@@ -149,14 +149,14 @@ def _device(settings: Settings) -> str:
     return f"cuda:{gpus[0].strip()}"
 
 
-def run_judge(job: dict[str, Any], timeout_s: float, sandbox: Any = None) -> dict[str, Any]:
-    """Run the judge (in `sandbox` if given, else a local subprocess) and return its signed verdict."""
+def run_judge(job: dict[str, Any], timeout_s: float, sandbox: Any = None,
+              module: str = "orchestrator.translation.judge") -> dict[str, Any]:
+    """Run the judge `module` (in `sandbox` if given, else a local subprocess) and return its signed verdict."""
     nonce = secrets.token_hex(32)
     payload = json.dumps({**job, "nonce": nonce}).encode()
-    cmd = [sys.executable, "-m", "orchestrator.translation.judge"]
+    cmd = [sys.executable, "-m", module]
     if sandbox is not None:
-        res = sandbox.exec([sandbox.python, "-m", "orchestrator.translation.judge"], timeout_s=timeout_s,
-                           stdin=payload)
+        res = sandbox.exec([sandbox.python, "-m", module], timeout_s=timeout_s, stdin=payload)
         stdout, stderr, timed_out = res.stdout, res.stderr, res.timed_out
     else:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

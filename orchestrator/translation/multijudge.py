@@ -1,0 +1,308 @@
+"""The trusted judge of a multi-GPU translation task: `python -m orchestrator.translation.multijudge`.
+
+Same job, stages and signed verdict as judge.py, with `world_size` ranks: every
+library (candidate, H100 reference, A100 baseline) runs as one process per GPU
+(rankworker.py), ranks share buffers through CUDA IPC (shared.py), each rank's inputs
+come from the trial seed and its rank, and every rank's output is compared with the
+fp64 reference computed here from all ranks' inputs. Timing releases all ranks
+together for every iteration and takes, per iteration, the slowest rank's time.
+
+The glue (task.py) of a multi-GPU task defines ARGTYPES, OUTPUTS, SHARED (name ->
+bytes(shape, world_size) of each per-rank buffer peers can address),
+get_inputs(shape, generator, device, rank=, world_size=), launch(entry, inputs, peers,
+rank, world_size, stream) where peers maps a SHARED name to the address of an array of
+world_size pointers, and reference(all_inputs, rank).
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import multiprocessing.connection as mp_connection
+import os
+import pickle
+import random
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from orchestrator.runner import timing
+from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.judge import VERDICT_PREFIX, StageFailure, _make_undumpable, device_info, sign
+from orchestrator.runner.problem import import_file, to_device
+from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
+
+
+LOAD_TIMEOUT_S = 180.0  # starting an interpreter and importing torch, per rank, on a busy host
+
+
+class RankGroup:
+    """One library as `world_size` rank processes sharing a barrier."""
+
+    def __init__(self, role: str, job: dict[str, Any], library: str, log_dir: str, timeout_s: float,
+                 shared_sizes: dict[str, int]):
+        ctx = mp.get_context("spawn")
+        self.role, self.timeout = role, timeout_s
+        self.world_size = int(job["world_size"])
+        self.barrier = ctx.Barrier(self.world_size)
+        from orchestrator.translation import rankworker
+
+        self.conns, self.procs = [], []
+        for rank in range(self.world_size):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=rankworker.serve_rank, daemon=True,
+                               args=(child, job, library, rank, self.barrier,
+                                     os.path.join(log_dir, f"{role}.rank{rank}.log")))
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        self.log_dir = log_dir
+        self._gather("load", max(timeout_s, LOAD_TIMEOUT_S))
+        handles = self.call_all([{"op": "alloc", "sizes": shared_sizes}] * self.world_size, "alloc")
+        names = list(shared_sizes)
+        table = {n: [h["handles"][n] for h in handles] for n in names}
+        self.call_all([{"op": "open", "handles": table}] * self.world_size, "open")
+
+    def _failure(self) -> str:
+        return "runtime_error" if self.role == "candidate" else "infra_error"
+
+    def _gather(self, what: str, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Every rank's reply; a rank that dies is reported at once, not after the others time out."""
+        limit = timeout_s or self.timeout
+        deadline = time.monotonic() + limit
+        replies: dict[int, dict[str, Any]] = {}
+        pending = dict(enumerate(self.conns))
+        while pending:
+            ready = mp_connection.wait(list(pending.values()), timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                late = sorted(pending)
+                self.kill()
+                raise StageFailure("timeout" if self.role == "candidate" else "infra_error",
+                                   f"{self.role}: rank(s) {late}: {what} did not finish within {limit:.0f} s")
+            for rank in [r for r, c in pending.items() if c in ready]:
+                try:
+                    replies[rank] = pickle.loads(pending.pop(rank).recv_bytes())
+                except (EOFError, OSError):
+                    self.procs[rank].join(timeout=5)
+                    detail = (f"{self.role}: rank {rank} died during {what} "
+                              f"(exit code {self.procs[rank].exitcode}){self.log_tail(rank)}")
+                    self.kill()
+                    raise StageFailure(self._failure(), detail)
+        errors = []
+        for rank in sorted(replies):
+            reply = replies[rank]
+            if not reply.get("ok"):
+                kind = reply.get("kind", "runtime_error") if self.role == "candidate" else "infra_error"
+                errors.append((kind, f"{self.role}: {reply.get('error', 'unknown error')}"))
+        if errors:  # report the root cause, not the ranks that only saw a broken barrier
+            kind, detail = next((e for e in errors if "barrier broken" not in e[1]), errors[0])
+            raise StageFailure(kind, detail)
+        return [replies[r] for r in range(self.world_size)]
+
+    def call_all(self, msgs: list[dict[str, Any]], what: str, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        for conn, msg in zip(self.conns, msgs):
+            conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        return self._gather(what, timeout_s)
+
+    def log_tail(self, rank: int, n: int = 2000) -> str:
+        try:
+            with open(os.path.join(self.log_dir, f"{self.role}.rank{rank}.log"), "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - n))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return f"; its output ends with:\n{text}" if text else ""
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(timeout=10)
+
+    def close(self) -> None:
+        for conn, proc in zip(self.conns, self.procs):
+            try:
+                if proc.is_alive():
+                    conn.send_bytes(pickle.dumps({"op": "exit"}))
+            except OSError:
+                pass
+        for proc in self.procs:
+            proc.join(timeout=10)
+        self.kill()
+
+
+class MultiJudge:
+    def __init__(self, job: dict[str, Any]):
+        self.job = job
+        self.manifest = json.loads(open(os.path.join(job["task_dir"], "manifest.json")).read())
+        self.glue = import_file(os.path.join(job["task_dir"], "task.py"), "popcorn_translation_glue")
+        self.world_size = int(job["world_size"])
+        self.devices = job["devices"]
+        self.cuda = self.devices[0].startswith("cuda")
+        self.mode = job.get("mode", "full")
+        seed = job.get("seed")
+        self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
+        self.rng = random.Random(self.seed)
+        self.timeout = float(job.get("trial_timeout_s") or self.manifest["time_limits"]["trial_s"])
+        self.disclosed = default_shape(self.manifest["shapes"], "cuda" if self.cuda else "cpu")
+        self.shapes = [self.disclosed]
+        if self.mode == "full":
+            self.shapes += stress_shapes(self.manifest["shapes"], self.manifest.get("constraints", []),
+                                         int(job.get("stress", 8)), self.rng.getrandbits(62),
+                                         "cuda" if self.cuda else "cpu")
+        self.stages: dict[str, Any] = {}
+        self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-trm-")
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.open: list[RankGroup] = []
+
+    def shared_sizes(self) -> dict[str, int]:
+        """Each shared buffer sized for the largest shape this run will use (allocated once)."""
+        return {name: max(int(fn(dict(s), self.world_size)) for s in self.shapes)
+                for name, fn in getattr(self.glue, "SHARED", {}).items()}
+
+    def group(self, role: str) -> RankGroup:
+        g = RankGroup(role, self.job, self.job["libraries"][role], self.log_dir, self.timeout, self.shared_sizes())
+        self.open.append(g)
+        return g
+
+    def rank_inputs(self, shape: Shape, seed: int) -> list[tuple[Any, ...]]:
+        out = []
+        for rank in range(self.world_size):
+            gen = torch.Generator().manual_seed((seed * 1_000_003 + rank) & 0x7FFF_FFFF_FFFF_FFFF)
+            out.append(tuple(self.glue.get_inputs(dict(shape), gen, "cpu", rank=rank, world_size=self.world_size)))
+        return out
+
+    def reference(self, all_inputs: list[tuple[Any, ...]], rank: int) -> Any:
+        device = self.devices[0]
+        with torch.no_grad():
+            return to_device(self.glue.reference([to_device(i, device) for i in all_inputs], rank), "cpu")
+
+    def run(self) -> None:
+        t0 = time.perf_counter()
+        cand = self.group("candidate")
+        self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
+        if self.mode == "compile":
+            return
+        trials: list[dict[str, Any]] = []
+        self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials,
+                                      "world_size": self.world_size}
+        for _ in range(max(int(self.job.get("trials", 3)), 1)):
+            self._trial(cand, self.disclosed, "fresh", trials, "incorrect")
+        self.stages["correctness"]["status"] = "passed"
+        if self.mode == "check":
+            return
+        strials: list[dict[str, Any]] = []
+        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(self.shapes) - 1, "trials": strials}
+        first: StageFailure | None = None
+        for shape in self.shapes[1:]:
+            try:
+                self._trial(cand, shape, "stress", strials, "stress_failed")
+            except StageFailure as exc:
+                if exc.failure_class != "stress_failed":
+                    raise
+                first = first or exc
+        if first:
+            raise first
+        self.stages["stress"]["status"] = "passed"
+        self.timing(cand)
+
+    def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
+        all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))
+        written = tuple(getattr(self.glue, "OUTPUTS", ()))
+        t0 = time.perf_counter()
+        replies = group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs], "run")
+        wall = time.perf_counter() - t0
+        for rank, reply in enumerate(replies):
+            if reply["mutated_inputs"]:
+                raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified input(s) "
+                                                    f"{reply['mutated_inputs']}, which it only reads")
+            result = compare_outputs(reply["output"], self.reference(all_inputs, rank), self.manifest["tolerance"])
+            record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
+                           "message": result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
+                           "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction})
+            if not result.passed:
+                raise StageFailure(failure, f"{kind} trial at shape {shape}, rank {rank} of {self.world_size}: "
+                                            f"{result.message}")
+
+    def _time(self, group: RankGroup, sets: list[list[tuple[Any, ...]]], iters: int, warmup: int) -> list[float]:
+        msgs = [{"op": "time", "input_sets": [s[rank] for s in sets], "iters": iters, "warmup": warmup}
+                for rank in range(self.world_size)]
+        replies = group.call_all(msgs, "time", self.timeout * 4 + iters * 10)
+        per_rank = [r["timing"]["times_ms"] for r in replies]
+        return [max(ts) for ts in zip(*per_rank)]  # an iteration ends when its slowest rank does
+
+    def timing(self, cand: RankGroup) -> None:
+        t = self.job.get("timing", {})
+        iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
+        sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(n_sets)]
+        self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
+                                 "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
+        cand_ms = self._time(cand, sets, iters, warmup)
+        cand.close()
+        ref = self.group("h100")
+        ref_ms = self._time(ref, sets, iters, warmup)
+        ref.close()
+        cand_stats, ref_stats = timing.stats(cand_ms), timing.stats(ref_ms)
+        ci = timing.speedup_ci(ref_ms, cand_ms)
+        entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
+                 "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
+                 "speedup_ci95": [ci[0], ci[1]]}
+        if self.job["libraries"].get("a100"):
+            try:
+                base = self.group("a100")
+                base_ms = self._time(base, sets, iters, warmup)
+                base.close()
+                entry["baseline"] = timing.stats(base_ms)
+                entry["speedup_vs_baseline"] = entry["baseline"]["median_ms"] / cand_stats["median_ms"]
+                entry["reference_over_baseline"] = entry["baseline"]["median_ms"] / ref_stats["median_ms"]
+            except StageFailure as exc:  # e.g. vLLM's all-reduce supports 2, 4, 6 or 8 ranks only
+                entry["baseline_error"] = exc.detail[:2000]
+        self.stages["timing"].update(entry)
+
+    def close(self) -> None:
+        for g in self.open:
+            g.close()
+
+
+def judge(job: dict[str, Any]) -> dict[str, Any]:
+    if job["devices"][0].startswith("cuda"):
+        torch.cuda.set_device(torch.device(job["devices"][0]))
+    j = MultiJudge(job)
+    result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(job["devices"][0]),
+                              "stress_seed": j.seed if j.mode == "full" else None, "world_size": j.world_size}
+    try:
+        j.run()
+    except StageFailure as exc:
+        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
+        j.stages.setdefault("load", {"status": "failed", "message": exc.detail[:2000]})
+    finally:
+        j.close()
+    for st in j.stages.values():
+        if st.get("status") == "failed" and result["failure_class"] is None:
+            st["status"] = "error"
+    result["stages"] = j.stages
+    result["passed_disclosed"] = j.stages.get("correctness", {}).get("status") == "passed"
+    return result
+
+
+def main() -> int:
+    _make_undumpable()
+    job = json.loads(sys.stdin.read())
+    nonce = job.pop("nonce")
+    try:
+        result = judge(job)
+    except Exception:  # the judge's own failure: infra, never a pass
+        result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
+    payload = json.dumps(result, default=str)
+    sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""One rank of a multi-GPU translation task: a library process bound to one GPU.
+
+Started by the multi-GPU judge (multijudge.py) with multiprocessing's spawn context,
+one process per rank, all sharing one barrier. Requests on a private pipe:
+
+    {"op": "alloc", "sizes": {name: bytes}}        -> {"ok", "handles": {name: bytes}}
+    {"op": "open", "handles": {name: [h_0..h_w-1]}} -> {"ok"}   (peer pointer arrays built)
+    {"op": "run", "inputs", "outputs"}              -> {"ok", "output", "mutated_inputs"}
+    {"op": "time", "input_sets", "iters", "warmup"} -> {"ok", "timing"}
+    {"op": "exit"}
+
+Every call into the library is preceded by a barrier wait, so all ranks enter it
+together (the kernels wait for their peers); a rank that fails breaks the barrier and
+the others stop instead of hanging.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import threading
+from typing import Any
+
+# Bound before the library is loaded (see timing.TimerGuard).
+from orchestrator.runner import timing
+from orchestrator.runner.problem import import_file, to_device
+from orchestrator.translation.libworker import _describe, _send, load_entry
+from orchestrator.translation.shared import CudaShared, HostShared
+
+import torch
+
+_perf_counter_ns = timing._perf_counter_ns
+_Event = timing._Event
+_event_record = timing._event_record
+_event_elapsed = timing._event_elapsed
+_event_sync = timing._event_sync
+_cuda_sync = timing._cuda_sync
+
+
+def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier: Any, log_path: str) -> None:
+    log = open(log_path, "ab", buffering=0)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    guard = timing.TimerGuard()
+    world_size, device = int(job["world_size"]), job["devices"][rank]
+    cuda = device.startswith("cuda")
+    wait_s = float(job.get("trial_timeout_s") or 120)
+    try:
+        if cuda:
+            torch.cuda.set_device(torch.device(device))
+        glue = import_file(os.path.join(job["task_dir"], "task.py"), "popcorn_translation_task")
+        entry = load_entry(library, job["symbol"], glue.ARGTYPES)
+        shared = CudaShared(job["ipc_helper"]) if cuda else HostShared()
+    except BaseException as exc:
+        _send(conn, {"ok": False, "kind": "runtime_error", "error": _describe(exc)})
+        return
+    _send(conn, {"ok": True})
+    own: dict[str, int] = {}
+    peers: dict[str, int] = {}
+    keep: list[Any] = []  # ctypes pointer arrays handed to the library must outlive the calls
+
+    def call(*inputs: Any) -> Any:
+        stream = torch.cuda.current_stream().cuda_stream if cuda else 0
+        return glue.launch(entry, inputs, peers, rank, world_size, stream)
+
+    try:
+        while True:
+            try:
+                msg = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            op = msg["op"]
+            if op == "exit":
+                return
+            try:
+                if op == "alloc":
+                    handles = {}
+                    for name, nbytes in msg["sizes"].items():
+                        own[name], handles[name] = shared.alloc(int(nbytes))
+                    reply: dict[str, Any] = {"ok": True, "handles": handles}
+                elif op == "open":
+                    for name, hs in msg["handles"].items():
+                        ptrs = [own[name] if j == rank else shared.open(h) for j, h in enumerate(hs)]
+                        array = (ctypes.c_void_p * world_size)(*ptrs)
+                        keep.append(array)
+                        peers[name] = ctypes.addressof(array)
+                    reply = {"ok": True}
+                elif op == "run":
+                    reply = _run(msg, call, barrier, wait_s, cuda, device)
+                elif op == "time":
+                    reply = {"ok": True, "timing": _time(msg, call, barrier, wait_s, cuda, device)}
+                else:
+                    raise ValueError(f"unknown op {op!r}")
+            except threading.BrokenBarrierError:
+                reply = {"ok": False, "kind": "runtime_error",
+                         "error": f"rank {rank}: another rank failed or timed out (barrier broken)"}
+            except BaseException as exc:
+                barrier.abort()  # release the other ranks instead of letting them wait for this one
+                reply = {"ok": False, "kind": "runtime_error", "error": f"rank {rank}: {_describe(exc)}"}
+            tampered = guard.tampered()
+            if tampered:
+                reply = {"ok": False, "kind": "hack_detected", "error": f"timer_tampered: {', '.join(tampered)}"}
+            _send(conn, reply)
+    finally:
+        shared.close()
+
+
+def _run(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str) -> dict[str, Any]:
+    inputs = to_device(msg["inputs"], device)
+    read_only = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and i not in msg.get("outputs", ())]
+    before = {i: inputs[i].clone() for i in read_only}
+    if cuda:
+        _cuda_sync()
+    barrier.wait(wait_s)
+    out = call(*inputs)
+    if cuda:
+        _cuda_sync()
+    mutated = [i for i in read_only if not torch.equal(torch.nan_to_num(before[i]), torch.nan_to_num(inputs[i]))]
+    return {"ok": True, "output": to_device(out, "cpu"), "mutated_inputs": mutated}
+
+
+def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str) -> dict[str, Any]:
+    """The core's timing rules (fresh input copies, L2 flush, events closed by a device
+    synchronize, warm-up excluded), with every iteration released by the barrier."""
+    sets = [to_device(s, device) for s in msg["input_sets"]]
+    flush = timing.L2Flusher(torch.device(device)) if cuda else None
+    fresh = timing._fresh_copy
+    for i in range(int(msg["warmup"])):
+        inputs = fresh(sets[i % len(sets)])
+        barrier.wait(wait_s)
+        call(*inputs)
+        if cuda:
+            _cuda_sync()
+    times, host = [], []
+    for i in range(int(msg["iters"])):
+        inputs = fresh(sets[i % len(sets)])
+        if flush is not None:
+            flush()
+            _cuda_sync()
+        barrier.wait(wait_s)
+        if cuda:
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            t0 = _perf_counter_ns()
+            _event_record(start)
+            call(*inputs)
+            _cuda_sync()
+            _event_record(end)
+            _event_sync(end)
+            t1 = _perf_counter_ns()
+            times.append(float(_event_elapsed(start, end)))
+        else:
+            t0 = _perf_counter_ns()
+            call(*inputs)
+            t1 = _perf_counter_ns()
+            times.append((t1 - t0) / 1e6)
+        host.append((t1 - t0) / 1e6)
+    return {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall", "l2_flush": cuda}
