@@ -363,7 +363,11 @@ class _Runner:
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
             futures = [pool.submit(worker, slot) for slot in range(parallel)]
-            concurrent.futures.wait(futures)
+            try:
+                concurrent.futures.wait(futures)
+            except BaseException as exc:  # Ctrl-C: finish the episodes in flight, start no more
+                failed.append(exc)
+                raise
         if failed:
             raise failed[0]
         for item in alone:
