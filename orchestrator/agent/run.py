@@ -68,6 +68,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
     a("--parallel", type=int, default=None,
       help="episodes at a time (default: one per GPU in --gpus, 1 on a CPU); each GPU runs one episode")
+    a("--executor", default="local", choices=["local", "ray"],
+      help="local: this machine's GPUs (default); ray: one Ray task per episode on a cluster (docs/executors.md)")
+    a("--max-parallel", dest="max_parallel", type=int, default=None,
+      help="episodes at a time (local: default one per GPU, more share GPUs; ray: default all the cluster fits)")
+    a("--ray-address", dest="ray_address", default=None,
+      help="Ray cluster, e.g. 10.0.0.5:6379 (default: a new local Ray instance)")
     a("--quiet", action="store_true", help="no progress bar")
 
 
@@ -238,7 +244,7 @@ def main(args: argparse.Namespace) -> int:
     settings = Settings(**{**kept, **given, **overrides, "base_url": base_url, "api_key_env": api_key_env})
     device = settings.resolved_device()
     gpus = _gpus(settings, device)
-    if device == "cuda" and settings.sandbox == "local":  # docker images bring their own CUDA torch
+    if device == "cuda" and settings.sandbox == "local" and getattr(args, "executor", "local") == "local":  # docker images bring their own CUDA torch
         import torch
 
         if not torch.cuda.is_available():
@@ -284,16 +290,16 @@ def main(args: argparse.Namespace) -> int:
                                    max_wall_s=options["max_wall_s"]),
                      sandbox_factory=sandbox_factory(settings, device, gpus), price=price,
                      output_limit=options["tool_output_limit"], tool_timeout_s=options["tool_timeout_s"])
-    parallel = args.parallel or max(len(gpus), 1)
+    from orchestrator.executors import AgentWork, execute, make_executor
+    from orchestrator.executors.ray_executor import endpoint_env
+
+    executor = make_executor(getattr(args, "executor", "local"), gpus, getattr(args, "max_parallel", None) or args.parallel,
+                             getattr(args, "ray_address", None), env_vars=endpoint_env(api_key_env))
     print(f"run {run_id}: {len(todo)} episode(s) to run, {len(planned) - len(todo)} already recorded "
-          f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}, {parallel} at a time) -> {run_dir.path}",
+          f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}, {executor.describe()}) -> {run_dir.path}",
           file=sys.stderr)
-    runner = _Runner(run_dir, run_id, run_seed, opts, env, agent, quiet=args.quiet, total=len(todo),
-                     new_agent=lambda: make_agent(opts["model"], base_url, api_key_env, options))
-    try:
-        runner.run(todo, parallel, gpus)
-    finally:
-        runner.close()
+    work = AgentWork(env, lambda: make_agent(opts["model"], base_url, api_key_env, options), run_id, run_seed, opts)
+    execute(executor, work, todo, run_dir, desc=run_id, quiet=args.quiet)
     records = run_dir.load_records()
     print(summary(records, planned))
     return EXIT_INFRA if any(r.get("status") == "infra_error" for r in records) else 0
