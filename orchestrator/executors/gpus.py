@@ -1,0 +1,174 @@
+"""GPUs of one machine shared by concurrent episodes.
+
+An episode leases the GPUs it needs from a `GpuPool` (one, or world_size for a
+collectives problem) for its whole life; several episodes may lease the same GPU
+(up to `slots_per_gpu`) because most of an episode is the model thinking. On each
+GPU a shared/exclusive lock keeps measurements honest:
+
+- `lease.shared()` around GPU work that does not measure (the tools: check, profile,
+  roofline run in the episode's sandbox); any number of episodes at once;
+- `lease.exclusive()` around the scoring judge (correctness, stress and timing in one
+  process): nothing else runs on those GPUs meanwhile.
+
+CPU-only steps (static analysis, creating the sandbox, copying files, the model's
+turns) hold neither. Writers are preferred, so a waiting scoring run is never starved
+by a stream of tool calls. The pool also accounts exclusive time per GPU, which is
+what `scripts/bench_executors.py` reports as busy share.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+
+class SharedExclusiveLock:
+    """A reader-writer lock for threads, writer-preferring."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._writers_waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._writers_waiting:
+                self._cond.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                while self._exclusive or self._shared:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+@dataclass
+class GpuState:
+    index: int
+    lock: SharedExclusiveLock = field(default_factory=SharedExclusiveLock)
+    holders: int = 0                 # episodes leasing this GPU now
+    exclusive_s: float = 0.0         # time spent under exclusive hold (scoring)
+    busy_since: float | None = None  # start of the current exclusive hold
+
+
+class Lease:
+    """The GPUs one episode holds; `gpus` is () on a CPU host (then both holds are no-ops)."""
+
+    def __init__(self, pool: "GpuPool | None", states: Sequence[GpuState]):
+        self._pool = pool
+        self._states = tuple(sorted(states, key=lambda s: s.index))  # one lock order: no deadlock
+        self.released = False
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        return tuple(s.index for s in self._states)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for state in self._states:
+                stack.enter_context(state.lock.shared())
+            yield
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for state in self._states:
+                stack.enter_context(state.lock.exclusive())
+            start = time.monotonic()
+            for state in self._states:
+                state.busy_since = start
+            try:
+                yield
+            finally:
+                end = time.monotonic()
+                for state in self._states:
+                    state.exclusive_s += end - start
+                    state.busy_since = None
+
+    def release(self) -> None:
+        if not self.released and self._pool is not None:
+            self._pool._release(self._states)
+        self.released = True
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+NO_GPU = Lease(None, ())
+
+
+class GpuPool:
+    """Hands out leases of `count` GPUs, first come first served, least-loaded GPUs first."""
+
+    def __init__(self, gpus: Sequence[int], slots_per_gpu: int = 1):
+        if slots_per_gpu < 1:
+            raise ValueError("slots_per_gpu must be at least 1")
+        if len(set(gpus)) != len(gpus):
+            raise ValueError(f"GPU indices repeat: {list(gpus)}")
+        self.states = {g: GpuState(g) for g in gpus}
+        self.slots_per_gpu = slots_per_gpu
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        return tuple(self.states)
+
+    def acquire(self, count: int) -> Lease:
+        """Block until `count` GPUs each have a free slot; count 0 (a CPU-only episode) is NO_GPU."""
+        if count <= 0 or not self.states:
+            return NO_GPU
+        if count > len(self.states):
+            raise ValueError(f"an episode needs {count} GPUs; the pool has {len(self.states)}")
+        with self._cond:
+            ticket, self._next_ticket = self._next_ticket, self._next_ticket + 1
+            while True:
+                free = [s for s in self.states.values() if s.holders < self.slots_per_gpu]
+                if ticket == self._serving and len(free) >= count:
+                    break
+                self._cond.wait()
+            chosen = sorted(free, key=lambda s: (s.holders, s.index))[:count]
+            for state in chosen:
+                state.holders += 1
+            self._serving += 1
+            self._cond.notify_all()
+        return Lease(self, chosen)
+
+    def _release(self, states: Sequence[GpuState]) -> None:
+        with self._cond:
+            for state in states:
+                state.holders -= 1
+            self._cond.notify_all()
+
+    def exclusive_seconds(self) -> dict[int, float]:
+        """Time each GPU spent under an exclusive hold so far (a hold in progress counts)."""
+        now = time.monotonic()
+        return {g: s.exclusive_s + (now - s.busy_since if s.busy_since is not None else 0.0)
+                for g, s in self.states.items()}

@@ -1,0 +1,71 @@
+"""The local executor: episodes of a run concurrently on one machine's GPUs.
+
+Up to `max_parallel` episodes run at once, in threads (an episode mostly waits: on the
+model's endpoint, on its sandbox's processes). Each leases the GPUs it needs from a
+`GpuPool`; with more episodes than GPUs, `ceil(max_parallel / gpus)` episodes share
+a GPU for their model turns and tools, and scoring takes its GPUs exclusively (see
+gpus.py). The driver appends each record as it comes (records.RunDir: atomic,
+resume-safe). An exception escaping an episode (a bad model configuration) stops new
+episodes from starting; running ones finish and are recorded; then it is raised.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import threading
+from typing import Any, Sequence
+
+from orchestrator.agent.records import RunDir
+from orchestrator.executors.gpus import GpuPool
+from orchestrator.executors.progress import Progress
+from orchestrator.executors.work import Item, Work
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, gpus: Sequence[int], max_parallel: int | None = None):
+        self.gpus = list(gpus)
+        self.max_parallel = max(1, max_parallel or len(self.gpus) or 1)
+        slots = math.ceil(self.max_parallel / len(self.gpus)) if self.gpus else 1
+        self.pool = GpuPool(self.gpus, slots_per_gpu=slots)
+
+    def describe(self) -> str:
+        where = f"GPUs {','.join(map(str, self.gpus))}, {self.pool.slots_per_gpu} per GPU" if self.gpus else "CPU"
+        return f"local executor, {self.max_parallel} at a time ({where})"
+
+    def run(self, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
+        write_lock = threading.Lock()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def one(item: Item) -> None:
+            if stop.is_set():
+                return
+            lease = self.pool.acquire(work.gpus_needed(item, len(self.gpus)))
+            try:
+                if stop.is_set():
+                    return
+                record = work(item, lease, run_dir)
+            except BaseException as exc:
+                stop.set()
+                errors.append(exc)
+                return
+            finally:
+                lease.release()
+            record.setdefault("placement", {"executor": self.name, "gpus": list(lease.gpus)})
+            with write_lock:
+                run_dir.append_record(record)
+            progress.update(record)
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="episode")
+        try:
+            for future in concurrent.futures.as_completed([pool.submit(one, item) for item in items]):
+                future.result()
+        except BaseException:  # Ctrl-C: start nothing new; running episodes finish and are recorded
+            stop.set()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if errors:
+            raise errors[0]

@@ -1,0 +1,163 @@
+"""The Ray executor: each episode a Ray task with its GPU and CPU resources.
+
+The driver (`python -m orchestrator run --executor ray --ray-address ADDR`) submits one
+task per planned episode, `num_gpus` = the GPUs it needs (so Ray never puts two
+episodes on one GPU, and scoring on a GPU is exclusive by construction), `num_cpus` =
+1, at most `max_parallel` in flight. A task runs the episode on its node, in the
+chosen sandbox, into a scratch run directory, and returns its record with the
+transcript and artifact bytes; the driver writes them into results/<run>/ (only the
+driver writes episodes.jsonl).
+
+Ray's own task retries are off (max_retries=0) so that a loss is seen and recorded: a
+task whose worker process or node died gets an infra_error record in
+episodes.infra.jsonl (the audit file --resume also uses) and runs again, up to
+`retries` times; after that its infra_error record goes to episodes.jsonl, the run
+exits 3, and `--resume` (with either executor) runs it again.
+
+Every node must be able to import `orchestrator` and read the problems at the paths
+the driver's settings name (one checkout at the same path on every node, or a
+shared filesystem); Docker images are pulled by each node as the sandbox asks.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from orchestrator.agent.records import RunDir, atomic_write
+from orchestrator.errors import UserError
+from orchestrator.executors.gpus import GpuState, Lease
+from orchestrator.executors.progress import Progress
+from orchestrator.executors.work import Item, Work, elapsed, rebase_record, record_files
+
+DEFAULT_RETRIES = 2
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise UserError("--executor ray needs Ray: pip install 'ray>=2.9' (scripts/install/executors.sh)") from exc
+    return ray
+
+
+def run_on_worker(work: Work, item: Item) -> dict[str, Any]:
+    """The body of a Ray task: the episode under the GPUs Ray gave it, in a scratch run dir."""
+    import ray
+
+    gpus = sorted(int(g) for g in ray.get_gpu_ids())
+    lease = Lease(None, [GpuState(g) for g in gpus])  # Ray gave these GPUs to this task alone
+    scratch = Path(tempfile.mkdtemp(prefix="popcorn-episode-"))
+    try:
+        run_dir = RunDir(scratch)
+        record = work(item, lease, run_dir)
+        files = {rel: (scratch / rel).read_bytes() for rel in record_files(record) if (scratch / rel).is_file()}
+        record.setdefault("placement", {"executor": "ray", "node": socket.gethostname(), "gpus": gpus,
+                                        "node_id": ray.get_runtime_context().get_node_id()})
+        return {"record": record, "files": files, "scratch": str(scratch)}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None, max_parallel: int | None = None, retries: int = DEFAULT_RETRIES,
+                 env_vars: Mapping[str, str] | None = None, cpus_per_episode: float = 1.0):
+        self.address = address
+        self.max_parallel = max_parallel
+        self.retries = retries
+        self.env_vars = dict(env_vars or {})
+        self.cpus_per_episode = cpus_per_episode
+
+    def describe(self) -> str:
+        bound = f"{self.max_parallel} in flight" if self.max_parallel else "as many as the cluster fits"
+        return f"ray executor at {self.address or 'a new local Ray instance'}, {bound}"
+
+    def _connect(self) -> Any:
+        ray = _import_ray()
+        if not ray.is_initialized():
+            runtime_env = {"env_vars": self.env_vars} if self.env_vars else None
+            try:
+                ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False,
+                         include_dashboard=False if self.address is None else None, ignore_reinit_error=True)
+            except ConnectionError as exc:
+                raise UserError(f"--ray-address {self.address}: no Ray cluster answers ({exc})") from exc
+        return ray
+
+    @staticmethod
+    def _largest_node_gpus(ray: Any) -> int:
+        return max([int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")] or [0])
+
+    def run(self, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
+        ray = self._connect()
+        from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+
+        task = ray.remote(run_on_worker)
+        node_gpus = self._largest_node_gpus(ray)
+        queue = list(items)
+        queue.reverse()                      # pop() from the end keeps the planned order
+        tries: dict[str, int] = {}
+        started: dict[str, float] = {}
+        pending: dict[Any, Item] = {}
+        limit = self.max_parallel or len(items) or 1
+
+        def submit(item: Item) -> None:
+            gpus = work.gpus_needed(item, node_gpus)
+            ref = task.options(num_gpus=gpus, num_cpus=self.cpus_per_episode, max_retries=0,
+                               retry_exceptions=False, name=f"episode:{item['episode_id']}").remote(work, item)
+            pending[ref] = item
+            started[item["episode_id"]] = time.monotonic()
+
+        try:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    submit(queue.pop())
+                [ref], _ = ray.wait(list(pending), num_returns=1)
+                item = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayTaskError as exc:   # the episode code raised: a bad setup, not a lost worker
+                    if isinstance(exc.cause, TaskCancelledError):
+                        raise
+                    raise (exc.cause or exc) from exc
+                except RayError as exc:       # the worker process or its node died
+                    self._lost(work, item, exc, run_dir, progress, started, tries, queue)
+                    continue
+                self._store(result, run_dir, progress)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def _lost(self, work: Work, item: Item, exc: BaseException, run_dir: RunDir, progress: Progress,
+              started: dict[str, float], tries: dict[str, int], queue: list[Item]) -> None:
+        episode = item["episode_id"]
+        tries[episode] = tries.get(episode, 0) + 1
+        reason = f"ray: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'worker lost'}"
+        record = work.lost_record(item, f"{reason} (attempt {tries[episode]} of {self.retries + 1})",
+                                  elapsed(started.get(episode, time.monotonic())))
+        if tries[episode] <= self.retries:
+            run_dir.append_record(record, run_dir.infra_episodes)   # audit; the episode runs again
+            queue.append(item)
+            progress.lost()
+        else:
+            run_dir.append_record(record)
+            progress.update(record)
+
+    @staticmethod
+    def _store(result: Mapping[str, Any], run_dir: RunDir, progress: Progress) -> None:
+        for rel, data in result["files"].items():
+            atomic_write(run_dir.path / rel, data)
+        record = rebase_record(dict(result["record"]), Path(result["scratch"]), run_dir.path)
+        run_dir.append_record(record)
+        progress.update(record)
+
+
+def endpoint_env(api_key_env: str | None) -> dict[str, str]:
+    """Variables a worker needs to reach the model's endpoint, taken from the driver."""
+    names = [n for n in (api_key_env, "OPENAI_BASE_URL") if n]
+    return {n: os.environ[n] for n in names if os.environ.get(n)}
