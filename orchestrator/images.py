@@ -648,7 +648,7 @@ TOOLS = ("sh", "bash", "timeout", "sleep", "cat", "env", "id", "ls", "mkdir", "r
          "uniq", "cut", "which", "od", "diff", "du", "df", "awk", "nice", "printf", "basename", "dirname")
 PASSWD = "root:x:0:0:root:/root:/bin/sh\npopcorn:x:1000:1000:popcorn:/tmp:/bin/sh\n"
 GROUP = "root:x:0:\npopcorn:x:1000:\n"
-SKELETON_DIRS = ("etc", "tmp", "work", "proc", "sys", "dev", "root", "popcorn", "usr", "opt",
+SKELETON_DIRS = ("etc", "tmp", "work", "proc", "sys", "dev", "root", "popcorn", "usr", "opt", "sbin",
                  "var/tmp", "run")
 
 
@@ -732,8 +732,11 @@ def _is_elf(path: Path) -> bool:
         return False
 
 
+ROOTFS_LAYOUT = 2  # bump when write_rootfs changes what every such image holds
+
+
 def _fingerprint(files: dict[str, Path]) -> str:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"layout {ROOTFS_LAYOUT}\n{SKELETON_DIRS}\n{PASSWD}".encode())
     for inside in sorted(files):
         stat = files[inside].stat()
         digest.update(f"{inside}\0{stat.st_size}\0{int(stat.st_mtime)}\n".encode())
@@ -748,7 +751,9 @@ def write_rootfs(out: io.BufferedIOBase, files: dict[str, Path], *, merged_usr_l
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if folder in ("tmp", "var/tmp") else 0o755
             tar.addfile(info)
         if merged_usr_links:
-            for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+            # not sbin: the engine bind-mounts its init at /sbin/docker-init, which must not
+            # resolve into a read-only /usr bound from the host
+            for name in ("bin", "lib", "lib64", "lib32", "libx32"):
                 host = Path("/") / name
                 if host.is_symlink():
                     info = tarfile.TarInfo(name)
@@ -784,7 +789,7 @@ def build_host_toolchain(client: Any, kind: str, repository: str = "popcorn/host
             return ref
         except docker.errors.ImageNotFound:
             pass
-    changes = [f"ENV PATH={PYTHON_PREFIX}/bin:/usr/local/bin:/usr/bin:/bin",
+    changes = [f"ENV PATH={PYTHON_PREFIX}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
                f"ENV LD_LIBRARY_PATH={PYTHON_PREFIX}/lib", "ENV LANG=C.UTF-8",
                f'LABEL popcorn.toolchain="{kind}"']
     with tempfile.TemporaryDirectory(prefix="popcorn-rootfs-") as tmp:

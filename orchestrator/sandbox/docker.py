@@ -60,6 +60,9 @@ class DockerSettings(BaseSettings):
     binds: str = ""
     python: str = "python3"
     ld_library_path: str | None = None   # set in the container when given
+    # host variables copied into every container when set: safety switches only, never
+    # secrets (NVLink multicast off: it can wedge a shared host's GPUs)
+    pass_env: str = "NCCL_NVLS_ENABLE,TORCH_SYMM_MEM_DISABLE_MULTICAST,NVSHMEM_DISABLE_NVLS"
 
 
 def engine_available(timeout_s: float = 3.0) -> bool:
@@ -190,6 +193,9 @@ class DockerSandbox(Sandbox):
             labels={LABEL_SANDBOX: "1", LABEL_RUN: spec.run_id, LABEL_EPISODE: spec.episode,
                     LABEL_OWNER: owner_label()},
         )
+        binds = _parse_binds(self.settings.binds)
+        if binds:
+            kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in binds}
         if spec.gpus:
             self._add_gpus(kwargs)
         return kwargs
@@ -200,6 +206,9 @@ class DockerSandbox(Sandbox):
                "TRITON_CACHE_DIR": "/tmp/triton", "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions"}
         if self.settings.ld_library_path:
             env["LD_LIBRARY_PATH"] = self.settings.ld_library_path
+        for name in filter(None, (n.strip() for n in self.settings.pass_env.split(","))):
+            if name in os.environ and not _looks_secret(name):
+                env[name] = os.environ[name]
         env.update(self.spec.env)
         return env
 
@@ -216,10 +225,8 @@ class DockerSandbox(Sandbox):
         # Fallback without nvidia-container-toolkit: device nodes and the driver read-only.
         nodes = [f"/dev/nvidia{i}" for i in ids] + [n for n in NVIDIA_CONTROL_NODES if os.path.exists(n)]
         kwargs["devices"] = [f"{n}:{n}:rwm" for n in nodes]
-        binds = dict(kwargs.get("volumes") or {})
-        for host, inside in _parse_binds(self.settings.binds or _driver_binds()):
-            binds[host] = {"bind": inside, "mode": "ro"}
-        kwargs["volumes"] = binds
+        if not self.settings.binds:
+            kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in _parse_binds(_driver_binds())}
         if "LD_LIBRARY_PATH" not in kwargs["environment"] and os.path.isdir("/usr/local/nvidia"):
             kwargs["environment"]["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
 
@@ -459,6 +466,10 @@ def _driver_binds() -> str:
                 if name.startswith(("libcuda.so", "libnvidia-")):
                     found.append(f"{folder}/{name}:/usr/local/nvidia/lib64/{name}")
     return ",".join(found)
+
+
+def _looks_secret(name: str) -> bool:
+    return any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD", "SEED"))
 
 
 def _safe_relpath(rel: str) -> str:

@@ -13,6 +13,10 @@ from orchestrator.config import REPO_ROOT
 
 RUN_ID = f"pytest-{os.getpid()}"
 PROBLEM = "graph/l1/csr_spmv"
+# The GPU machine (scripts/gpu/docker_on_device.sh) runs these tests on a skeleton
+# toolchain with the host's /usr and /opt bound in, and a GPU attached to every sandbox.
+TOOLCHAIN = os.environ.get("POPCORN_TEST_DOCKER_TOOLCHAIN")
+GPUS = tuple(int(g) for g in os.environ.get("POPCORN_TEST_DOCKER_GPUS", "").split(",") if g)
 
 
 def _engine_or_skip():
@@ -43,7 +47,7 @@ def client():
 def toolchain(client) -> str:
     from orchestrator.images import build_host_toolchain
 
-    return build_host_toolchain(client, "python", python=sys.executable)
+    return TOOLCHAIN or build_host_toolchain(client, "python", python=sys.executable)
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +78,8 @@ def make_sandbox(problem_image):
 
     def make(**overrides):
         spec = SandboxSpec(**{"image": problem_image, "run_id": RUN_ID, "episode": "test",
-                              "memory_bytes": 1 << 30, "pids": 128, "cpus": 1.0, **overrides})
+                              "memory_bytes": 1 << 30, "pids": 128, "cpus": 1.0, "gpus": GPUS,
+                              **overrides})
         sandbox = create("docker", spec)
         made.append(sandbox)
         return sandbox

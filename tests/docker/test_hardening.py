@@ -17,11 +17,8 @@ from .conftest import RUN_ID
 
 pytestmark = pytest.mark.docker
 
-PY = "python3"
-
-
 def run_py(sandbox, code: str, timeout_s: float = 60, **kw):
-    return sandbox.exec([PY, "-c", textwrap.dedent(code)], timeout_s=timeout_s, **kw)
+    return sandbox.exec([sandbox.python, "-c", textwrap.dedent(code)], timeout_s=timeout_s, **kw)
 
 
 def test_no_network(make_sandbox):
@@ -139,7 +136,7 @@ def test_files_round_trip(make_sandbox):
 def test_stdin_reaches_the_command(make_sandbox):
     sb = make_sandbox()
     payload = json.dumps({"k": "v" * 200000}).encode()
-    r = sb.exec(["python3", "-c", "import sys, json; print(len(json.load(sys.stdin)['k']))"],
+    r = sb.exec([sb.python, "-c", "import sys, json; print(len(json.load(sys.stdin)['k']))"],
                 timeout_s=30, stdin=payload)
     assert r.stdout.strip() == "200000", r
 

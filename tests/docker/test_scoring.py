@@ -26,7 +26,8 @@ def problem_files(problem_id: str) -> dict[str, bytes]:
     return files
 
 
-def score_oracle(lock: Path, problem_id: str = PROBLEM) -> dict:
+def score_oracle(lock: Path, problem_id: str = PROBLEM, device: str = "cpu", gpus: tuple[int, ...] = (),
+                 stress: int = 1) -> dict:
     from orchestrator.images import resolve_image
     from orchestrator.runner.judge import parse_verdict
     from orchestrator.sandbox.base import SandboxSpec, create
@@ -34,17 +35,19 @@ def score_oracle(lock: Path, problem_id: str = PROBLEM) -> dict:
     ref, digest = resolve_image(problem_id, lock)
     oracle = (REPO_ROOT / "problems" / problem_id / "solutions" / "oracle.py").read_bytes()
     nonce = os.urandom(16).hex()
-    job = {"problem_dir": "/work/problem", "solution": "/work/solution.py", "device": "cpu", "mode": "full",
-           "seed": 1234, "stress": 1, "trials": 3, "nonce": nonce,
-           "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1, "hold_bytes": 1 << 20}}
-    with create("docker", SandboxSpec(image=ref, run_id=RUN_ID, episode=f"score-{problem_id}",
-                                      memory_bytes=6 << 30, cpus=2.0)) as sandbox:
+    timing = {"iters_cpu": 1, "warmup": 0, "input_sets": 1, "hold_bytes": 1 << 20} if device == "cpu" else {}
+    job = {"problem_dir": "/work/problem", "solution": "/work/solution.py", "device": device, "mode": "full",
+           "seed": 1234, "stress": stress, "trials": 3, "nonce": nonce, "timing": timing}
+    with create("docker", SandboxSpec(image=ref, run_id=RUN_ID, episode=f"score-{problem_id}", gpus=gpus,
+                                      memory_bytes=(6 << 30) if device == "cpu" else (64 << 30),
+                                      cpus=2.0 if device == "cpu" else 8.0)) as sandbox:
         sandbox.put_files({**problem_files(problem_id), "solution.py": oracle})
         result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"], timeout_s=900,
                               stdin=json.dumps(job).encode())
     verdict = parse_verdict(result.stdout, nonce)
     assert verdict is not None, result.stderr[-3000:]
-    return {"image_ref": ref, "image_digest": digest, "verdict": verdict}
+    return {"image_ref": ref, "image_digest": digest, "verdict": verdict, "wall_s": result.wall_s,
+            "isolation": sandbox.isolation}
 
 
 @pytest.mark.slow

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Run the docker sandbox for real on the GPU machine, which has no Docker engine:
+# start a carried dockerd (Debian bookworm binaries from .carry/docker, made by
+# scripts/gpu/docker_carry.sh), import a skeleton image, build the base/domain/problem
+# layers on it, and run containers with --device /dev/nvidia* and the machine's /usr,
+# /opt and /usr/local/nvidia bind-mounted read-only (the fallback for hosts without
+# nvidia-container-toolkit). Then: the hardening tests with a GPU attached, the GPU tests
+# (one multi-GPU container with NCCL when there are 2+ GPUs), and the oracle solutions
+# scored in per-problem containers. Logs and JSON go to $OUT.
+#
+#   run(command="bash scripts/gpu/docker_on_device.sh", carry=[".carry/docker"])
+#   (on nvidia-h200-x2 too, for the multi-GPU container)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/popcorn-out}; mkdir -p "$OUT"
+D=/tmp/popcorn-docker; mkdir -p "$D/bin"
+exec > >(tee "$OUT/docker_on_device.log") 2>&1
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+host_ld=${LD_LIBRARY_PATH:-}
+step() { echo "== $(date +%T) $*"; }
+
+step "unpack engine"
+tar -xJf .carry/docker/bins.tar.xz -C "$D/bin" || exit 1
+tar -xJf .carry/docker/libs.tar.xz -C "$D" || exit 1
+chmod +x "$D"/bin/*
+export PATH="$D/bin:$PATH"
+engine_ld=$host_ld
+if ldd "$D/bin/dockerd" "$D/bin/runc" | grep -q "not found"; then engine_ld="$D/lib${host_ld:+:$host_ld}"; fi
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/docker/wheels/*.whl || exit 1
+export PYTHONPATH="/tmp/site:$PWD"
+
+step "machine"
+uname -a; nvidia-smi -L; python3 -c 'import torch, sys; print(sys.executable, torch.__version__, torch.cuda.device_count())'
+mount | grep -E 'cgroup|/usr/local/nvidia' | head; ls -la /dev/nvidia* | head
+
+start_dockerd() {  # $1: storage driver
+    rm -f "$D/docker.sock"
+    LD_LIBRARY_PATH=$engine_ld setsid dockerd --iptables=false --ip-masq=false --bridge=none \
+        --storage-driver "$1" --data-root "$D/root-$1" --exec-root "$D/exec" --pidfile "$D/dockerd.pid" \
+        -H "unix://$D/docker.sock" >"$OUT/dockerd-$1.log" 2>&1 &
+    export DOCKER_HOST="unix://$D/docker.sock"
+    for _ in $(seq 60); do
+        python3 -c 'from orchestrator.sandbox.docker import engine_available as e; raise SystemExit(not e())' && return 0
+        kill -0 $! 2>/dev/null || return 1
+        sleep 1
+    done
+    return 1
+}
+step "start dockerd"
+if ! start_dockerd overlay2; then
+    tail -5 "$OUT/dockerd-overlay2.log"; kill "$(cat "$D/dockerd.pid" 2>/dev/null)" 2>/dev/null; sleep 2
+    start_dockerd vfs || { tail -20 "$OUT/dockerd-vfs.log"; exit 1; }
+fi
+python3 -c 'import docker; i = docker.from_env().info(); print({k: i.get(k) for k in ("ServerVersion", "Driver", "CgroupVersion", "CgroupDriver", "SecurityOptions", "Runtimes")})'
+
+step "images on a skeleton toolchain"
+TC=$(python3 -m orchestrator images host-toolchain --kind skeleton) || exit 1
+python3 -m orchestrator images build --quiet --write-dockerfiles --toolchain "$TC" --lock "$OUT/images.lock.json" \
+    || echo "some images failed to build (see above)"
+python3 -m orchestrator images list --toolchain "$TC" | head -40
+
+export POPCORN_DOCKER_GPU_MODE=devices POPCORN_DOCKER_BINDS=/usr,/opt,/usr/local/nvidia
+export POPCORN_DOCKER_PYTHON="$(command -v python3)" POPCORN_DOCKER_LD_LIBRARY_PATH="$host_ld"
+ngpu=$(nvidia-smi -L | wc -l)
+step "hardening + GPU tests with a GPU attached ($ngpu GPUs)"
+POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
+    timeout 420 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
+    2>&1 | tee "$OUT/docker_tests.log" | tail -60
+
+step "oracles scored in per-problem containers"
+timeout 600 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
+    --gpus 0 --budget-s "${ORACLE_BUDGET_S:-240}"
+
+step "leftovers"
+python3 -m orchestrator sandbox prune
+kill "$(cat "$D/dockerd.pid")" 2>/dev/null
+step done
