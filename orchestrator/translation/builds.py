@@ -196,3 +196,23 @@ def build(task: Task, side: str, roots: Mapping[str, Path], cache_dir: Path, can
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+IPC_HELPER = Path(__file__).resolve().parents[2] / "translation" / "common" / "ipc" / "popcorn_ipc.cu"
+
+
+def build_ipc_helper(cache_dir: Path, nvcc: str | None = None, timeout_s: float = 300) -> Path:
+    """The harness's CUDA IPC helper for multi-GPU tasks (translation/common/ipc), built once per content."""
+    nvcc = nvcc or nvcc_path()
+    key = hashlib.sha256(IPC_HELPER.read_bytes() + nvcc_version(nvcc).encode()).hexdigest()[:16]
+    out = Path(cache_dir) / "translation" / "builds" / "_ipc" / key / "libpopcorn_ipc.so"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", *_gencode("sm_90"), str(IPC_HELPER), "-o", str(tmp)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"the CUDA IPC helper failed to build: {(proc.stdout + proc.stderr)[-2000:]}")
+    os.replace(tmp, out)
+    return out

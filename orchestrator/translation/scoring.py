@@ -72,8 +72,7 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         raise UserError(f"{solution}: no such file")
     if task.manifest["glue"] != "complete":
         raise UserError(f"{task.id}: this task's glue is not written yet (manifest glue: 'pending')")
-    if task.is_multi:
-        raise UserError(f"{task.id}: multi-GPU translation scoring is not wired yet")
+    world_size = _world_size(task, settings) if task.is_multi else 1
     try:
         libs = prepare_libraries(task, settings, solution)
     except (builds.BuildError, sources.PinError) as exc:
@@ -101,38 +100,60 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         "trial_timeout_s": settings.trial_timeout_s,
     }
     timeout = float(task.manifest["time_limits"]["total_s"])
+    module = "orchestrator.translation.judge"
+    extra: dict[str, Path] = {}
+    if task.is_multi:
+        module = "orchestrator.translation.multijudge"
+        try:
+            extra["ipc"] = builds.build_ipc_helper(settings.cache_dir)
+        except builds.BuildError as exc:
+            return _verdict(task, solution, started, failure_class="infra_error", failure_detail=str(exc))
+        first = int(job["device"].split(":")[1])
+        job.update(world_size=world_size, gpus=list(range(first, first + world_size)) if not settings.gpus else
+                   [int(g) for g in settings.gpus.split(",")][:world_size])
     if not isolate:
         job.update(task_dir=str(task.path), libraries={side: str(r.library) for side, r in libs.items()})
-        result = run_judge(job, timeout, None)
+        if task.is_multi:
+            job.update(devices=[f"cuda:{g}" for g in job["gpus"]], ipc_helper=str(extra["ipc"]))
+        result = run_judge(job, timeout, None, module)
     else:
-        result = _judge_in_sandbox(task, libs, job, settings, timeout, sandbox)
+        result = _judge_in_sandbox(task, libs, job, settings, timeout, sandbox, module, extra)
     backend = result.pop("sandbox_backend", "none (isolate=False)")
     return _assemble(task, solution, started, result, build_stage, {s: r.to_dict() for s, r in libs.items()},
                      backend)
 
 
 def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict[str, Any], settings: Settings,
-                      timeout: float, sandbox: Any) -> dict[str, Any]:
-    """Copy the task's glue and the three libraries into a sandbox and run the judge there."""
+                      timeout: float, sandbox: Any, module: str = "orchestrator.translation.judge",
+                      extra: dict[str, Path] | None = None) -> dict[str, Any]:
+    """Copy the task's glue and the libraries into a sandbox and run the judge there."""
     from orchestrator.sandbox.base import SandboxError, SandboxSpec, create
 
     own = sandbox is None
+    cpu = job["device"] == "cpu"
+    gpus = tuple(job.get("gpus") or ([] if cpu else [int(job["device"].split(":")[1])]))
     try:
         if own:
-            gpu = int(job["device"].split(":")[1]) if ":" in job["device"] else 0
-            spec = SandboxSpec(run_id="adhoc", episode=task.id, gpus=(gpu,) if job["device"] != "cpu" else (),
+            env = {"POPCORN_DEVICE": job["device"], **task.manifest.get("nccl_env", {})}
+            spec = SandboxSpec(run_id="adhoc", episode=task.id, gpus=gpus,
                                memory_bytes=int(max(settings.sandbox_memory_gb, TRANSLATION_MEMORY_GB) * 2**30),
-                               pids=settings.sandbox_pids, env={"POPCORN_DEVICE": job["device"]})
+                               pids=settings.sandbox_pids, env=env, shm_bytes=8 << 30)
             sandbox = create(settings.sandbox, spec)
         files = {f"task/{p.name}": p.read_bytes() for p in task.path.iterdir() if p.is_file()}
         files.update({f"lib/{side}.so": Path(r.library).read_bytes() for side, r in libs.items() if r.library})
+        files.update({f"lib/{name}.so": Path(path).read_bytes() for name, path in (extra or {}).items()})
+        if task.is_multi and cpu:
+            files["lib/ipc.so"] = b""  # CPU ranks share POSIX memory; the CUDA IPC helper is not loaded
         sandbox.put_files(files)
         work = sandbox.workdir
+        # The sandbox renumbers its GPUs from 0 (CUDA_VISIBLE_DEVICES / device requests).
         inside = {**job, "task_dir": f"{work}/task", "log_dir": f"{work}/logs",
                   "libraries": {side: f"{work}/lib/{side}.so" for side in libs},
-                  # the sandbox's GPU list is remapped: its first (only) GPU is cuda:0
-                  "device": "cuda:0" if job["device"] != "cpu" else "cpu"}
-        result = run_judge(inside, timeout, sandbox)
+                  "device": "cpu" if cpu else "cuda:0"}
+        if task.is_multi:
+            inside.update(devices=["cpu"] * int(job["world_size"]) if cpu else [f"cuda:{i}" for i in range(len(gpus))],
+                          ipc_helper=f"{work}/lib/ipc.so")
+        result = run_judge(inside, timeout, sandbox, module)
         result["sandbox_backend"] = sandbox.name
         return result
     except SandboxError as exc:
@@ -140,6 +161,15 @@ def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict
     finally:
         if own and sandbox is not None:
             sandbox.close()
+
+
+def _world_size(task: Task, settings: Settings) -> int:
+    """Ranks of a multi-GPU run: one per GPU in settings.gpus, else the manifest's default."""
+    ws = task.manifest["world_size"]
+    n = len([g for g in settings.gpus.split(",") if g.strip()]) if settings.gpus else int(ws["default"])
+    if not 2 <= n <= int(ws["max"]):
+        raise UserError(f"{task.id}: world size {n} outside [2, {ws['max']}] (set --gpus to 2 or more GPU indices)")
+    return n
 
 
 def _device(settings: Settings) -> str:

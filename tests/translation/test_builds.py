@@ -127,3 +127,13 @@ def test_evaluate_on_a_cpu_compiles_and_reports_compile_errors(task_and_roots, t
     failed = evaluate(TASK, broken, settings, mode="compile")
     jsonschema.validate(failed, schema)
     assert failed["failure_class"] == "compile_error" and "undefined_name" in failed["failure_detail"]
+
+
+def test_the_cuda_ipc_helper_builds_once(cache_dir: Path) -> None:
+    first = builds.build_ipc_helper(cache_dir)
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(first)], capture_output=True, text=True,
+                             check=True).stdout
+    for name in ("popcorn_ipc_alloc", "popcorn_ipc_open", "popcorn_ipc_close", "popcorn_ipc_free"):
+        assert f" T {name}" in symbols
+    mtime = first.stat().st_mtime_ns
+    assert builds.build_ipc_helper(cache_dir) == first and first.stat().st_mtime_ns == mtime

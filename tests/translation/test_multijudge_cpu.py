@@ -124,3 +124,27 @@ def test_a_rank_that_never_arrives_times_out(tmp_path: Path) -> None:
     hang = _library(tmp_path, "hang", extra="  if (rank == 0) { for (;;) sched_yield(); }\n")
     result = _judge(tmp_path, hang, world_size=2, mode="check", timeout=5)
     assert result["failure_class"] == "timeout" and "did not finish within 5 s" in result["failure_detail"]
+
+
+def test_the_multi_judge_runs_inside_a_local_sandbox(tmp_path: Path) -> None:
+    from orchestrator.config import Settings
+    from orchestrator.translation.builds import BuildResult
+    from orchestrator.translation.catalog import Task
+    from orchestrator.translation.scoring import _judge_in_sandbox
+
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    (task_dir / "manifest.json").write_text(json.dumps(MANIFEST))
+    (task_dir / "task.py").write_text(TASK_PY)
+    reference = _library(tmp_path, "reference")
+    libs = {side: BuildResult(side, True, Path(reference), "", 0.0, True, "k", []) for side in ("candidate", "h100")}
+    job = {"symbol": "popcorn_allreduce", "device": "cpu", "world_size": 2, "mode": "check", "seed": 1,
+           "trials": 1, "stress": 0, "timing": {}, "trial_timeout_s": 20}
+    result = _judge_in_sandbox(Task(task_dir, {**MANIFEST, "nccl_env": {"NCCL_NVLS_ENABLE": "0"}}), libs, job,
+                               Settings(device="cpu", sandbox="local"), 300, None,
+                               "orchestrator.translation.multijudge", {})
+    if result["failure_class"] == "infra_error" and result["failure_detail"].startswith("sandbox:"):
+        pytest.skip(f"no local sandbox on this machine: {result['failure_detail']}")
+    assert result["failure_class"] is None, result["failure_detail"]
+    assert result["sandbox_backend"] == "local" and result["world_size"] == 2
+    assert sorted(t["shape"]["rank"] for t in result["stages"]["correctness"]["trials"]) == [0, 1]
