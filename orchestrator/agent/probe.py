@@ -67,7 +67,7 @@ def specs() -> dict[str, Any]:
     return info
 
 
-def _median_time_s(fn: Callable[[], Any], iters: int, device: str) -> list[float]:
+def _times_s(fn: Callable[[], Any], iters: int, device: str) -> list[float]:
     import torch
 
     times = []
@@ -95,23 +95,24 @@ def ceilings() -> dict[str, Any]:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
-        dram_n, l2_n, mm_n, reps = 1 << 28, max(l2 // 16, 1 << 16), 8192, 20
+        dram_n, l2_n, mm_n, reps = 1 << 28, max(l2 // 16, 1 << 16), 8192, 20  # l2_n floats: a quarter of L2
     else:
         dram_n, l2_n, mm_n, reps = 1 << 24, 1 << 16, 512, 5
-    # Copy bandwidth: read n*4 bytes + write n*4 bytes per copy.
-    for key, n in (("dram_gbps", dram_n), ("l2_gbps", l2_n)):
-        src = torch.ones(n, device=device)
-        dst = torch.empty_like(src)
-        inner = 1 if key == "dram_gbps" else 64
-
-        def copy(src: Any = src, dst: Any = dst, inner: int = inner) -> None:
-            for _ in range(inner):
-                dst.copy_(src)
-
-        copy()
-        best = min(_median_time_s(copy, reps, device))
-        out[key] = round(2 * n * 4 * inner / best / 1e9, 1)
-        del src, dst
+    # DRAM: a copy far larger than L2 reads n*4 bytes and writes n*4 bytes.
+    src = torch.ones(dram_n, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = min(_times_s(lambda: dst.copy_(src), reps, device))
+    out["dram_gbps"] = round(2 * dram_n * 4 / best / 1e9, 1)
+    del src, dst
+    # L2: one reduction kernel reads an L2-resident buffer `repeat` times (a stride-0
+    # view, nothing materialised), so launch overhead does not hide the bandwidth.
+    repeat = 64
+    resident = torch.ones(l2_n, device=device).view(1, l2_n).expand(repeat, l2_n)
+    torch.sum(resident)
+    best = min(_times_s(lambda: torch.sum(resident), reps, device))
+    out["l2_gbps"] = round(repeat * l2_n * 4 / best / 1e9, 1)
+    del resident
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
     for key, dtype in (("fp32_tflops", torch.float32), ("tensor_bf16_tflops", torch.bfloat16)):
@@ -120,7 +121,7 @@ def ceilings() -> dict[str, Any]:
         a = torch.randn(mm_n, mm_n, device=device, dtype=dtype)
         b = torch.randn(mm_n, mm_n, device=device, dtype=dtype)
         torch.mm(a, b)
-        best = min(_median_time_s(lambda: torch.mm(a, b), reps, device))
+        best = min(_times_s(lambda: torch.mm(a, b), reps, device))
         out[key] = round(2 * mm_n ** 3 / best / 1e12, 3)
     return out
 
@@ -146,7 +147,7 @@ def time_candidate(iters: int) -> dict[str, Any]:
     model, inputs, shape, device = _load()
     with torch.no_grad():
         model(*inputs)  # compile and warm up
-        times = _median_time_s(lambda: model(*inputs), iters, device)
+        times = _times_s(lambda: model(*inputs), iters, device)
     return {"shape": shape, "device": device, "median_ms": statistics.median(times) * 1e3,
             "min_ms": min(times) * 1e3, "n": len(times)}
 
