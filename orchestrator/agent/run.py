@@ -11,16 +11,12 @@ are infra_error (re-run them with --resume).
 from __future__ import annotations
 
 import argparse
-import collections
-import concurrent.futures
-import dataclasses
 import os
 import platform
 import re
 import secrets
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +24,7 @@ from urllib.parse import urlparse
 
 from orchestrator.agent.accounting import Limits, load_price_table, price_for
 from orchestrator.agent.client import OpenAIChatModel, RetryPolicy
-from orchestrator.agent.harness import EpisodeEnv, EpisodeSpec, derive_seed, episode_id, run_episode
+from orchestrator.agent.harness import EpisodeEnv, EpisodeSpec, episode_id
 from orchestrator.agent.records import RunDir
 from orchestrator.agent.tools import DEFAULT_OUTPUT_LIMIT, HARNESS_TOOLS, Scoring
 from orchestrator.errors import UserError
@@ -66,8 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
       help=f"characters of a tool result sent to the model, the rest trimmed with a note (default {DEFAULT_OUTPUT_LIMIT})")
     a("--stress", type=int, default=None, help="hidden stress shapes per scoring (default 8)")
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
-    a("--parallel", type=int, default=None,
-      help="episodes at a time (default: one per GPU in --gpus, 1 on a CPU); each GPU runs one episode")
+    a("--parallel", type=int, default=None, help="the same as --max-parallel")
     a("--executor", default="local", choices=["local", "ray"],
       help="local: this machine's GPUs (default); ray: one Ray task per episode on a cluster (docs/executors.md)")
     a("--max-parallel", dest="max_parallel", type=int, default=None,
@@ -303,81 +298,6 @@ def main(args: argparse.Namespace) -> int:
     records = run_dir.load_records()
     print(summary(records, planned))
     return EXIT_INFRA if any(r.get("status") == "infra_error" for r in records) else 0
-
-
-class _Runner:
-    """Runs planned episodes, one at a time or `parallel` at a time in threads (each with
-    its own agent and, on a GPU host, its own GPU); records are appended under a lock.
-    Episodes of collectives problems take every GPU and run alone, after the others."""
-
-    def __init__(self, run_dir: RunDir, run_id: str, run_seed: int, opts: dict[str, Any], env: EpisodeEnv,
-                 agent: Any, quiet: bool, total: int, new_agent: Callable[[], Any]):
-        from tqdm import tqdm
-
-        self.run_dir, self.run_id, self.run_seed, self.opts, self.env = run_dir, run_id, run_seed, opts, env
-        self.agent, self.new_agent = agent, new_agent
-        self.catalog = _catalog()
-        self.lock = threading.Lock()
-        self.bar = tqdm(total=total, desc=run_id[:40], unit="episode", disable=quiet, file=sys.stderr)
-
-    def close(self) -> None:
-        self.bar.close()
-
-    def _one(self, item: dict[str, Any], agent: Any, env: EpisodeEnv) -> None:
-        entry = self.catalog.find(env.settings, item["problem"])
-        spec = EpisodeSpec(run_id=self.run_id, episode_id=item["episode_id"], entry=entry, track=self.opts["track"],
-                           harness=self.opts["harness"], model=self.opts["model"], attempt=int(item["attempt"]),
-                           seed=derive_seed(self.run_seed, item["episode_id"]))
-        record = run_episode(spec, agent, env)
-        with self.lock:
-            self.run_dir.append_record(record)
-            self.bar.set_postfix_str(f"{item['problem']} {record['status']}", refresh=False)
-            self.bar.update(1)
-
-    def _needs_all_gpus(self, item: dict[str, Any]) -> bool:
-        entry = self.catalog.find(self.env.settings, item["problem"])
-        return bool(getattr(entry, "collectives", False))
-
-    def run(self, todo: list[dict[str, Any]], parallel: int, gpus: list[int]) -> None:
-        if parallel <= 1 or len(todo) <= 1:
-            for item in todo:
-                self._one(item, self.agent, self.env)
-            return
-        together = [i for i in todo if not (gpus and self._needs_all_gpus(i))]
-        alone = [i for i in todo if i not in together]
-        queue = collections.deque(together)
-        failed: list[BaseException] = []
-
-        def worker(slot: int) -> None:
-            env = self.env
-            if gpus:
-                gpu = gpus[slot % len(gpus)]
-                local = self.env.settings.model_copy(update={"gpus": str(gpu)})
-                env = dataclasses.replace(self.env, settings=local,
-                                          sandbox_factory=sandbox_factory(local, self.env.device, [gpu]))
-            agent = self.agent if slot == 0 else self.new_agent()
-            while not failed:
-                with self.lock:
-                    item = queue.popleft() if queue else None
-                if item is None:
-                    return
-                try:
-                    self._one(item, agent, env)
-                except BaseException as exc:  # a config error stops every worker
-                    failed.append(exc)
-                    raise
-
-        with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(worker, slot) for slot in range(parallel)]
-            try:
-                concurrent.futures.wait(futures)
-            except BaseException as exc:  # Ctrl-C: finish the episodes in flight, start no more
-                failed.append(exc)
-                raise
-        if failed:
-            raise failed[0]
-        for item in alone:
-            self._one(item, self.agent, self.env)
 
 
 def _speedup(record: dict[str, Any]) -> Any:
