@@ -667,9 +667,9 @@ def host_python_files(python: str = sys.executable) -> dict[str, Path]:
         if not EXCLUDE.search(rel + ("/" if path.is_dir() else "")):
             files[f"{PYTHON_PREFIX}/lib/python{version}/{rel}"] = path
     site = f"{PYTHON_PREFIX}/lib/python{version}/site-packages"
-    for dist_files in info["dists"].values():
+    for dist_root, dist_files in info["dists"].values():
         for rel in dist_files:
-            host = Path(info["site"]) / rel
+            host = Path(dist_root) / rel
             if host.is_file() and not EXCLUDE.search(rel) and ".." not in rel:
                 files[f"{site}/{rel}"] = host
     for tool in TOOLS:
@@ -689,7 +689,9 @@ for name in %r:
         d = md.distribution(name)
     except md.PackageNotFoundError:
         continue
-    dists[name] = [str(f) for f in (d.files or [])]
+    # each distribution relative to its own folder: a venv with --system-site-packages
+    # finds torch in the base interpreter's site-packages, not in the venv's
+    dists[name] = [str(d.locate_file("")), [str(f) for f in (d.files or [])]]
 print(json.dumps({"prefix": sys.base_prefix, "executable": sys.executable,
                   "version": "%%d.%%d" %% sys.version_info[:2],
                   "stdlib": sysconfig.get_paths()["stdlib"],

@@ -186,7 +186,7 @@ class DockerSandbox(Sandbox):
             pids_limit=spec.pids,
             mem_limit=spec.memory_bytes,
             memswap_limit=spec.memory_bytes,   # no swap: a memory bomb is killed, not slowed
-            nano_cpus=int(spec.cpus * 1e9),
+            nano_cpus=int(min(spec.cpus, self._host_cpus()) * 1e9),  # the engine refuses more than it has
             shm_size=spec.shm_bytes,
             ulimits=[_ulimit("fsize", spec.file_size_bytes), _ulimit("core", 0)],
             environment=self._environment(),
@@ -199,6 +199,12 @@ class DockerSandbox(Sandbox):
         if spec.gpus:
             self._add_gpus(kwargs)
         return kwargs
+
+    def _host_cpus(self) -> float:
+        try:
+            return float(self._client.info().get("NCPU") or os.cpu_count() or 1)
+        except Exception:
+            return float(os.cpu_count() or 1)
 
     def _environment(self) -> dict[str, str]:
         # Built from scratch: nothing of the host's environment (API keys) goes in.

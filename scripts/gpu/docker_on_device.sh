@@ -26,8 +26,12 @@ chmod +x "$D"/bin/*
 export PATH="$D/bin:$PATH"
 engine_ld=$host_ld
 if ldd "$D/bin/dockerd" "$D/bin/runc" | grep -q "not found"; then engine_ld="$D/lib${host_ld:+:$host_ld}"; fi
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/docker/wheels/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD"
+if ! python3 -c 'import docker, pydantic_settings' 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/docker/wheels/*.whl || exit 1
+    export PYTHONPATH="/tmp/site:$PWD"
+else
+    export PYTHONPATH="$PWD"
+fi
 
 step "machine"
 uname -a; nvidia-smi -L; python3 -c 'import torch, sys; print(sys.executable, torch.__version__, torch.cuda.device_count())'
@@ -59,9 +63,12 @@ python3 -m orchestrator images build --quiet --write-dockerfiles --toolchain "$T
     || echo "some images failed to build (see above)"
 python3 -m orchestrator images list --toolchain "$TC" | head -40
 
-export POPCORN_DOCKER_GPU_MODE=devices POPCORN_DOCKER_BINDS=/usr,/opt,/usr/local/nvidia
-export POPCORN_DOCKER_PYTHON="$(command -v python3)" POPCORN_DOCKER_LD_LIBRARY_PATH="$host_ld"
-ngpu=$(nvidia-smi -L | wc -l)
+export POPCORN_DOCKER_GPU_MODE=devices
+export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
+export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
+export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
+echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 step "hardening + GPU tests with a GPU attached ($ngpu GPUs)"
 POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
     timeout 420 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \

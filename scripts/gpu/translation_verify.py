@@ -1,6 +1,6 @@
-"""H200 verification of the single-GPU translation tasks (run by translation_verify.sh).
+"""H200 verification of the translation tasks (run by translation_verify.sh / translation_verify_multi.sh).
 
-For every single-GPU task whose glue is complete: build the A100 baseline (sm_90) and
+For every task of the track whose glue is complete (multi-GPU: one rank per --gpus entry): build the A100 baseline (sm_90) and
 the H100 reference (sm_90a) from the carried pins with no network, recording build
 times; then score the H100 reference's adapter as a candidate (expect speedup ~1.0,
 its interval containing 1) and the A100 adapter as a candidate (its correctness, and
@@ -64,11 +64,14 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--stress", type=int, default=6)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--track", choices=["translation-single", "translation-multi"], default="translation-single")
+    parser.add_argument("--gpus", help="multi-GPU tasks: comma-separated GPU indices, one rank each (default 0,1)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    settings = Settings(stress=args.stress, timing_iters=args.iters)
+    multi = args.track == "translation-multi"
+    settings = Settings(stress=args.stress, timing_iters=args.iters, gpus=(args.gpus or "0,1") if multi else None)
     tasks = [t for t in iter_tasks(settings.translation_dir)
-             if not t.is_multi and t.manifest["glue"] == "complete" and (not args.tasks or t.id in args.tasks)]
+             if t.track == args.track and t.manifest["glue"] == "complete" and (not args.tasks or t.id in args.tasks)]
     report: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": {}}
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -104,7 +107,9 @@ def main() -> int:
             except Exception:
                 entry[label] = {"error": traceback.format_exc()[-3000:]}
             print(f"[{time.time() - t0:6.0f} s]", task.id, label, json.dumps(entry[label], default=str)[:800], flush=True)
-    (args.out / "translation_verify.json").write_text(json.dumps(report, indent=2, default=str))
+    report["track"], report["gpus"] = args.track, settings.gpus
+    stem = "translation_verify" if not multi else "translation_verify_multi"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
     lines = ["| task | a100 build s | h100 build s | H100 ref as candidate: status, speedup [CI95] | "
              "A100 baseline: status | H100 ms | A100 ms | ref over baseline |", "|---|---|---|---|---|---|---|---|"]
     for tid, e in report["tasks"].items():
@@ -115,7 +120,7 @@ def main() -> int:
                      f"{h.get('status', h.get('error', '-')[:60])}, {fmt(h.get('speedup_vs_h100'))} "
                      f"[{fmt(ci[0])}, {fmt(ci[1])}] | {a.get('status', a.get('error', '-')[:60])} | "
                      f"{fmt(h.get('h100_ms'))} | {fmt(h.get('a100_ms'))} | {fmt(h.get('reference_over_baseline'))} |")
-    (args.out / "translation_verify.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     ok = all(e.get("h100_as_candidate", {}).get("status") == "passed" for e in report["tasks"].values())
     return 0 if ok and tasks else 1

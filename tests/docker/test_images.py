@@ -117,7 +117,6 @@ def registry(tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_publish_pull_by_digest_and_rerun(built, client, registry, tmp_path):
     from .test_scoring import score_oracle
 

@@ -50,7 +50,6 @@ def score_oracle(lock: Path, problem_id: str = PROBLEM, device: str = "cpu", gpu
             "isolation": sandbox.isolation}
 
 
-@pytest.mark.slow
 def test_oracle_passes_inside_its_problem_container(built):
     scored = score_oracle(built)
     verdict = scored["verdict"]
