@@ -44,24 +44,28 @@ def chain_buffers(E_tree, r_tree, axis, mass, com, I_com, gravity):
     return XT, S, inertia, a0
 
 
-def joint_rotation(axis: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Rodrigues: rotation by q [B] about the unit axis [3] -> [B,3,3]."""
-    K = skew(axis)
-    eye = torch.eye(3, dtype=q.dtype, device=q.device)
-    return eye + torch.sin(q)[:, None, None] * K + (1 - torch.cos(q))[:, None, None] * (K @ K)
+def cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.cross(a, b, dim=-1)
 
 
 def aba(XT, S, inertia, a0, q, qd, tau):
     B, J = q.shape
+    K = skew(S[:, :3])                                        # [J,3,3] joint axes as cross-product matrices
+    K2 = K @ K
     X, v, c, IA, pA = [], [], [], [], []
     for i in range(J):                                        # pass 1: velocities and bias forces
-        Rt = joint_rotation(S[i, :3], q[:, i]).mT
-        X.append(blocks(Rt, torch.zeros_like(Rt), torch.zeros_like(Rt), Rt) @ XT[i])
+        # X_J = blockdiag(R^T, R^T), R = Rodrigues(axis, q) = I + sin(q) K + (1 - cos(q)) K^2
+        sin, cos = torch.sin(q[:, i])[:, None, None], torch.cos(q[:, i])[:, None, None]
+        Rt = (torch.eye(3, dtype=q.dtype, device=q.device) + sin * K[i] + (1 - cos) * K2[i]).mT
+        Z = torch.zeros_like(Rt)
+        X.append(blocks(Rt @ XT[i, :3, :3], Z, Rt @ XT[i, 3:, :3], Rt @ XT[i, 3:, 3:]))
         vJ = S[i] * qd[:, i:i + 1]
         v.append((mv(X[i], v[i - 1]) if i else 0) + vJ)
-        c.append(mv(crm(v[i]), vJ))
-        IA.append(inertia[i].expand(B, 6, 6).clone())
-        pA.append(mv(-crm(v[i]).mT, mv(inertia[i], v[i])))
+        w, lin = v[i][:, :3], v[i][:, 3:]
+        c.append(torch.cat([cross(w, vJ[:, :3]), cross(lin, vJ[:, :3])], -1))       # crm(v) vJ
+        h = mv(inertia[i], v[i])
+        pA.append(torch.cat([cross(w, h[:, :3]) + cross(lin, h[:, 3:]), cross(w, h[:, 3:])], -1))  # crf(v) I v
+        IA.append(inertia[i].expand(B, 6, 6))
     U, D, u = [None] * J, [None] * J, [None] * J
     for i in reversed(range(J)):                              # pass 2: articulated-body inertias, tip to base
         U[i] = mv(IA[i], S[i].expand(B, 6))
