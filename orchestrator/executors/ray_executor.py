@@ -78,23 +78,32 @@ class RayExecutor:
         bound = f"{self.max_parallel} in flight" if self.max_parallel else "as many as the cluster fits"
         return f"ray executor at {self.address or 'a new local Ray instance'}, {bound}"
 
-    def _connect(self) -> Any:
+    def _connect(self) -> tuple[Any, bool]:
+        """Ray, connected; and whether this call connected it (then run() disconnects)."""
         ray = _import_ray()
-        if not ray.is_initialized():
-            runtime_env = {"env_vars": self.env_vars} if self.env_vars else None
-            try:
-                ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False,
-                         include_dashboard=False if self.address is None else None, ignore_reinit_error=True)
-            except ConnectionError as exc:
-                raise UserError(f"--ray-address {self.address}: no Ray cluster answers ({exc})") from exc
-        return ray
+        if ray.is_initialized():
+            return ray, False
+        runtime_env = {"env_vars": self.env_vars} if self.env_vars else None
+        try:
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False,
+                     include_dashboard=False if self.address is None else None)
+        except ConnectionError as exc:
+            raise UserError(f"--ray-address {self.address}: no Ray cluster answers ({exc})") from exc
+        return ray, True
 
     @staticmethod
     def _largest_node_gpus(ray: Any) -> int:
         return max([int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")] or [0])
 
     def run(self, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
-        ray = self._connect()
+        ray, connected_here = self._connect()
+        try:
+            self._run(ray, work, items, run_dir, progress)
+        finally:
+            if connected_here:
+                ray.shutdown()
+
+    def _run(self, ray: Any, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
         from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
         task = ray.remote(run_on_worker)

@@ -1,0 +1,155 @@
+"""The local executor with the CPU stand-in workload, and the GPU holds around a real
+sandbox and the real scoring pipeline."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.agent.records import RunDir
+from orchestrator.executors import LocalExecutor, Progress, execute, failures_by_class
+from orchestrator.executors.gpus import GpuPool
+from orchestrator.executors.standin import StandInWork, expected_verdict, plan_items
+from orchestrator.executors.work import LeasedEvaluate, LeasedSandbox
+
+
+def _overlaps(spans: list[tuple[float, float]]) -> bool:
+    spans = sorted(spans)
+    return any(a_end > b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+
+
+def test_every_episode_recorded_once_with_its_files(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    items = plan_items(10, problems=3)
+    execute(LocalExecutor([0, 1], max_parallel=4), StandInWork(agent_s=0.2, scoring_s=0.1), items, run_dir,
+            desc="t", quiet=True)
+    records = run_dir.load_records()
+    assert sorted(r["episode_id"] for r in records) == sorted(i["episode_id"] for i in items)
+    for r in records:
+        assert {k: r["verdict"][k] for k in ("status", "failure_class")} == expected_verdict(r["episode_id"])
+        assert (run_dir.path / r["transcript"]).is_file() and (run_dir.path / r["artifact"]["path"]).is_file()
+        assert r["placement"]["executor"] == "local" and len(r["placement"]["gpus"]) == 1
+
+
+def test_gpus_are_shared_while_thinking_and_exclusive_while_scoring(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    items = plan_items(12)
+    work = StandInWork(agent_s=0.4, scoring_s=0.1, multi_gpu_every=4)   # every 4th needs both GPUs
+    executor = LocalExecutor([0, 1], max_parallel=6)
+    assert executor.pool.slots_per_gpu == 3
+    started = time.monotonic()
+    executor.run(work, items, run_dir, Progress(len(items), "t", quiet=True))
+    wall = time.monotonic() - started
+    records = run_dir.load_records()
+    assert len(records) == 12
+    held = {0: [], 1: []}
+    for r in records:
+        for gpu in r["standin"]["gpus"]:
+            held[gpu].append(tuple(r["standin"]["held"]))
+    assert not _overlaps(held[0]) and not _overlaps(held[1])
+    multi = [r for r in records if int(r["attempt"]) % 4 == 3]
+    assert len(multi) == 3 and all(r["standin"]["gpus"] == [0, 1] for r in multi)
+    # Episodes ran concurrently (12 x 0.5 s one after another would be 6 s).
+    assert wall < 0.6 * 12 * 0.5
+    assert sum(executor.pool.exclusive_seconds().values()) == pytest.approx(
+        sum(r["standin"]["held"][1] - r["standin"]["held"][0] for r in records for _ in r["standin"]["gpus"]), rel=0.05)
+
+
+@dataclasses.dataclass
+class FailsOn(StandInWork):
+    bad: str = ""
+
+    def __call__(self, item, lease, run_dir):
+        if item["episode_id"] == self.bad:
+            raise RuntimeError("the model's endpoint rejected the configuration")
+        return super().__call__(item, lease, run_dir)
+
+
+def test_an_error_escaping_an_episode_stops_new_ones_and_keeps_finished_records(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    items = plan_items(20)
+    work = FailsOn(agent_s=0.05, scoring_s=0.05, bad=items[3]["episode_id"])
+    with pytest.raises(RuntimeError, match="rejected the configuration"):
+        LocalExecutor([0], max_parallel=2).run(work, items, run_dir, Progress(20, "t", quiet=True))
+    recorded = [r["episode_id"] for r in run_dir.load_records()]
+    assert 3 <= len(recorded) < 19 and items[3]["episode_id"] not in recorded
+    assert len(set(recorded)) == len(recorded)
+
+
+def test_failure_summary_by_class():
+    records = [{"status": "completed", "verdict": {"status": "passed"}},
+               {"status": "completed", "verdict": {"status": "failed", "failure_class": "incorrect"}},
+               {"status": "completed", "verdict": {"status": "failed", "failure_class": "incorrect"}},
+               {"status": "infra_error", "verdict": None}, {"status": "no_submission", "verdict": None}]
+    assert failures_by_class(records) == "1 passed; failures by class: incorrect 2, infra_error 1, no_submission 1"
+    assert failures_by_class(records[:1]) == "1 passed, no failures"
+
+
+# ------------------------------------------------------------------ holds around real parts
+
+def _settings(tmp_path: Path):
+    from orchestrator.config import Settings
+
+    return Settings(device="cpu", sandbox="local", results_dir=tmp_path / "results", cache_dir=tmp_path / "cache",
+                    stress=1, timing_iters_cpu=1, timing_warmup=0, timing_input_sets=1)
+
+
+def _hold_shared(lease, seconds: float) -> threading.Event:
+    """Another episode's tool call on the same GPU, for `seconds`; returns once it holds."""
+    holding = threading.Event()
+
+    def tool_call() -> None:
+        with lease.shared():
+            holding.set()
+            time.sleep(seconds)
+
+    threading.Thread(target=tool_call, daemon=True).start()
+    assert holding.wait(5)
+    return holding
+
+
+def test_a_leased_sandbox_exec_waits_for_the_gpu(tmp_path):
+    from orchestrator.sandbox.base import SandboxSpec, create
+
+    pool = GpuPool([0], slots_per_gpu=2)
+    mine, other = pool.acquire(1), pool.acquire(1)
+    with LeasedSandbox(create("local", SandboxSpec()), mine.exclusive) as box:
+        _hold_shared(other, 1.0)
+        started = time.monotonic()
+        result = box.exec(["true"], timeout_s=30)
+        assert result.returncode == 0 and time.monotonic() - started >= 0.9
+        assert box.workdir and box.python          # everything else passes through
+
+
+def test_scoring_holds_the_gpu_for_the_judge_only(tmp_path):
+    from orchestrator import catalog
+    from orchestrator.scoring import pipeline
+
+    settings = _settings(tmp_path)
+    entry = catalog.find(settings, "graph/l1/csr_spmv")
+    pool = GpuPool([0], slots_per_gpu=2)
+    mine, other = pool.acquire(1), pool.acquire(1)
+    evaluate = LeasedEvaluate(pipeline.evaluate, mine, "run", "ep")
+
+    hack = tmp_path / "hack.py"   # rejected by static analysis on the host: no GPU needed
+    hack.write_text((entry.path / "reference.py").read_text().replace("class Model(", "class ModelNew(")
+                    + "\nimport reference\n")
+    _hold_shared(other, 3.0)
+    started = time.monotonic()
+    verdict = evaluate(entry, hack, settings, mode="full", seed=1)
+    assert time.monotonic() - started < 2.5, "static analysis waited for the GPU"
+    assert verdict["failure_class"] in ("hack_detected", "compile_error")
+    assert pool.exclusive_seconds()[0] == 0.0
+
+    broken = tmp_path / "broken.py"  # passes static analysis; the judge runs (and fails) under the hold
+    broken.write_text("import torch\nraise RuntimeError('no kernel yet')\n\n"
+                      "class ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        return a[0]\n")
+    _hold_shared(other, 2.0)
+    started = time.monotonic()
+    verdict = evaluate(entry, broken, settings, mode="full", seed=1)
+    assert time.monotonic() - started >= 1.5, "the judge ran while another episode used the GPU"
+    assert verdict["status"] == "failed" and verdict["sandbox"]["backend"] == "local"
+    assert pool.exclusive_seconds()[0] > 0.0
