@@ -475,8 +475,13 @@ def _find_tool(ws: Workspace, tool: str) -> str | None:
     return path[0] if result.returncode == 0 and path else None
 
 
-NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats", "ComputeWorkloadAnalysis")
-NCU_EXTRA_METRICS = "regex:^sm__pipe_tensor_op_.*_cycles_active\\.avg\\.pct_of_peak_sustained_active$"
+NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats",
+                "ComputeWorkloadAnalysis")
+# Tensor-pipe use and the stall breakdown by name (a regex matching nothing is retried without them).
+NCU_EXTRA_METRICS = ("regex:^sm__pipe_tensor_op_.*_cycles_active\\.avg\\.pct_of_peak_sustained_active$,"
+                     "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio$")
+_STALL = re.compile(r"^smsp__(?:average_warps_issue_stalled|average_warp_latency_issue_stalled)_(\w+?)"
+                    r"(?:_per_issue_active)?\.ratio$")
 
 
 def ncu_command(ncu: str, python: str, extra_metrics: bool, launch_count: int = 20) -> list[str]:
@@ -580,8 +585,7 @@ def format_ncu(kernels: list[dict[str, Any]], limit: int = 10) -> str:
         tensor = [(n.split("sm__pipe_tensor_op_")[1].split("_cycles")[0], v[0]) for n, v in k["metrics"].items()
                   if n.startswith("sm__pipe_tensor_op_") and n.endswith("pct_of_peak_sustained_active")]
         out.append("  tensor pipe: " + (", ".join(f"{n} {v:.1f}%" for n, v in tensor) if tensor else "not reported"))
-        stalls = sorted(((m.group(1), v[0]) for n, v in k["metrics"].items()
-                         if (m := re.match(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$", n))),
+        stalls = sorted(((m.group(1), v[0]) for n, v in k["metrics"].items() if (m := _STALL.match(n))),
                         key=lambda s: -s[1])
         if stalls:
             out.append("  warp stalls (cycles per issued instruction): "
