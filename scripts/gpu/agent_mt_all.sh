@@ -8,6 +8,9 @@
 #   SANDBOXES      space-separated backends to try (default "local docker"; docker is
 #                  skipped when no engine answers or the problem images are not built)
 #
+# One backend fits a 10-minute call (worst case about 9.5 min: ncu checks <= 3 min, the
+# run <= 6.5 min, stress 4 shapes): run `... local` and `... docker` as two calls.
+#
 # Writes to $OUT: environment.txt (driver, ncu, counter permission), ncu_host.txt (a
 # bare ncu run outside any sandbox), ncu_sandbox_<backend>.txt (ncu inside a sandbox,
 # with and without extra privileges where the backend allows), results/<run>/ (records,
@@ -21,6 +24,7 @@ SANDBOXES="${2:-local docker}"
 mkdir -p "$OUT"
 export POPCORN_RESULTS_DIR="$OUT/results" POPCORN_CACHE_DIR="$OUT/cache"
 export NCCL_NVLS_ENABLE=0 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export POPCORN_STRESS="${POPCORN_STRESS:-4}"
 NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 
 {
@@ -45,13 +49,13 @@ torch.cuda.synchronize()
 torch.cuda.profiler.stop()
 print("ok", float(y.sum()))
 EOF
-timeout 300 "$NCU" --profile-from-start off --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+timeout 60 "$NCU" --profile-from-start off --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
   python3 "$OUT/ncu_target.py" >"$OUT/ncu_host.txt" 2>&1
 echo "ncu on the host: exit $? $(grep -c ERR_NVGPUCTRPERM "$OUT/ncu_host.txt") ERR_NVGPUCTRPERM line(s)" | tee -a "$OUT/summary.txt"
 
 # 2. ncu inside each sandbox backend, as the tools run it (least privilege first).
 for backend in $SANDBOXES; do
-  timeout 600 python3 - "$backend" "$NCU" "$OUT" <<'EOF' 2>&1 | tee "$OUT/ncu_sandbox_$backend.txt" | tail -5
+  timeout 120 python3 - "$backend" "$NCU" "$OUT" <<'EOF' 2>&1 | tee "$OUT/ncu_sandbox_$backend.txt" | tail -5
 import sys
 from pathlib import Path
 backend, ncu, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -71,7 +75,7 @@ def try_ncu(sb, label):
     sb.put_files({"t.py": (out / "ncu_target.py").read_bytes()})
     for tool in (ncu, "ncu", "/usr/local/cuda/bin/ncu"):
         r = sb.exec([tool, "--profile-from-start", "off", "--metrics", "gpu__time_duration.sum", sb.python, "t.py"],
-                    timeout_s=300, cwd=sb.workdir)
+                    timeout_s=50, cwd=sb.workdir)
         if r.returncode != 127 and "No such file" not in r.stderr:
             break
     print(f"--- {label}: isolation {sb.isolation}")
@@ -108,7 +112,7 @@ done
 for backend in $SANDBOXES; do
   run_id="gpu-mt-all-$backend"
   rm -rf "$OUT/results/$run_id"
-  timeout 1500 python3 -m orchestrator run --track popcorn2 --harness mt-all --model oracle:tools \
+  timeout 390 python3 -m orchestrator run --track popcorn2 --harness mt-all --model oracle:tools \
       --problems "$PROBLEMS" --sandbox "$backend" --device cuda --run-id "$run_id" --max-turns 4 --quiet \
       >"$OUT/run_$backend.log" 2>&1
   echo "run $run_id: exit $?" | tee -a "$OUT/summary.txt"
