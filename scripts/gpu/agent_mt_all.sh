@@ -113,7 +113,7 @@ for backend in $SANDBOXES; do
   run_id="gpu-mt-all-$backend"
   rm -rf "$OUT/results/$run_id"
   timeout 390 python3 -m orchestrator run --track popcorn2 --harness mt-all --model oracle:tools \
-      --problems "$PROBLEMS" --sandbox "$backend" --device cuda --run-id "$run_id" --max-turns 4 --quiet \
+      --problems "$PROBLEMS" --sandbox "$backend" --device cuda --run-id "$run_id" --max-turns 4 --tool-timeout-s 150 --quiet \
       >"$OUT/run_$backend.log" 2>&1
   echo "run $run_id: exit $?" | tee -a "$OUT/summary.txt"
   tail -8 "$OUT/run_$backend.log" >>"$OUT/summary.txt"
