@@ -123,3 +123,20 @@ def test_prompt_shows_a100_sources_and_never_the_h100_reference(cache_dir: Path)
     headers = {h["header"]: h["resolves_to"] for h in parts["headers"]}
     assert headers["cute/tensor.hpp"] == "pinned sources" and headers["thrust/host_vector.h"] == "system / CUDA toolkit"
     assert includes_of('#include <a/b.h>\n  # include "c.h"\n') == [("angle", "a/b.h"), ("quote", "c.h")]
+
+
+def test_allreduce_reference_is_the_sum_over_ranks() -> None:
+    task, glue = _glue("tr-vllm-custom-allreduce")
+    shape = {"numel": 384, "dtype": "float16"}
+    world_size = 3
+    ranks = [glue.get_inputs(shape, torch.Generator().manual_seed(r), "cpu", rank=r, world_size=world_size)
+             for r in range(world_size)]
+    assert all(torch.isnan(out).all() for _, out in ranks) and glue.OUTPUTS == (1,)
+    for rank in range(world_size):
+        ref = glue.reference(ranks, rank)
+        for i in (0, 1, 383):
+            want = sum(ranks[r][0][i].item() for r in range(world_size))
+            assert abs(ref[i].item() - want) <= 2e-3 * (1 + abs(want))
+    assert glue.SHARED["buffers"](shape, 8) == 8 * 384 * 2
+    assert glue.SHARED["flags"](shape, 8) >= 65536 + 384 * 2
+    assert task.manifest["shapes"]["numel"]["multiple_of"] % (8 * 6) == 0  # two-shot: numel % (8 * ws) == 0
