@@ -596,7 +596,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
     client = engine()
     keep: set[str] = set()
-    if not args.all and args.lock.exists():
+    if not args.all:
+        if not args.lock.exists():
+            raise UserError(f"no lock file at {args.lock}: pass --lock FILE, or --all to remove every popcorn image")
         keep = {e["id"] for e in read_lock(args.lock)["images"]}
     removed = 0
     for image in client.images.list(filters={"label": "popcorn.image"}):

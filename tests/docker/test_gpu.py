@@ -12,9 +12,8 @@ from .conftest import GPUS
 pytestmark = [pytest.mark.docker, pytest.mark.gpu]
 
 
+@pytest.mark.skipif(not GPUS, reason="POPCORN_TEST_DOCKER_GPUS is not set")
 def test_one_gpu_visible_and_usable(make_sandbox):
-    if not GPUS:
-        pytest.skip("POPCORN_TEST_DOCKER_GPUS is not set")
     sb = make_sandbox(gpus=GPUS[:1], memory_bytes=16 << 30)
     r = sb.exec([sb.python, "-c", "import torch; x = torch.ones(1 << 20, device='cuda'); "
                  "print(torch.cuda.device_count(), torch.cuda.get_device_name(0), int(x.sum()))"], timeout_s=300)
@@ -23,9 +22,8 @@ def test_one_gpu_visible_and_usable(make_sandbox):
     assert count == "1" and total == str(1 << 20), r.stdout
 
 
+@pytest.mark.skipif(len(GPUS) < 2, reason="needs two GPUs (POPCORN_TEST_DOCKER_GPUS=0,1)")
 def test_multi_gpu_nccl_in_one_container(make_sandbox):
-    if len(GPUS) < 2:
-        pytest.skip("needs two GPUs (POPCORN_TEST_DOCKER_GPUS=0,1)")
     sb = make_sandbox(gpus=GPUS, memory_bytes=64 << 30, shm_bytes=16 << 30, pids=1024, cpus=8.0)
     sb.put_files({"allreduce.py": textwrap.dedent("""
         import os, torch, torch.distributed as dist, torch.multiprocessing as mp

@@ -178,3 +178,16 @@ def _present(client, image_id: str) -> bool:
 def _verdict_core(verdict: dict) -> dict:
     return {"failure_class": verdict["failure_class"], "passed_disclosed": verdict["passed_disclosed"],
             "stages": {k: v.get("status") for k, v in verdict["stages"].items()}}
+
+
+@pytest.mark.docker
+def test_clean_keeps_the_locked_images_and_removes_the_rest(built, client, tmp_path):
+    import io
+
+    stray, _ = client.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL popcorn.image=popcorn/stray\n"),
+                                   tag="popcorn/stray:test", rm=True)
+    proc = run_cli("images", "clean", "--lock", str(built))
+    assert proc.returncode == 0, proc.stderr
+    assert not _present(client, stray.id)
+    assert all(_present(client, e["id"]) for e in json.loads(built.read_text())["images"])
+    assert run_cli("images", "clean", "--lock", str(tmp_path / "none.json")).returncode == 2
