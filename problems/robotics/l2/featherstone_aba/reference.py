@@ -22,12 +22,6 @@ def blocks(a, b, c, d):
     return torch.cat([torch.cat([a, b], -1), torch.cat([c, d], -1)], -2)
 
 
-def crm(v: torch.Tensor) -> torch.Tensor:
-    """Spatial motion cross product matrix; the force version is crf(v) = -crm(v)^T."""
-    w, u = skew(v[..., :3]), skew(v[..., 3:])
-    return blocks(w, torch.zeros_like(w), u, w)
-
-
 def mv(M, x):
     return (M @ x[..., None])[..., 0]
 

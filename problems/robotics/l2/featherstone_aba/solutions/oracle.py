@@ -3,7 +3,7 @@
 One lane per sample. Spatial quantities live in registers as scalars: a Plucker
 transform is (E, r) (rotation and offset), a 6x6 articulated inertia three 3x3 blocks
 [[A, B], [B^T, C]]. Per-joint values needed by a later pass (E, c, p, U, D, u) go to a
-[J, 29, B] scratch buffer laid out so each load is coalesced over samples.
+[blocks, J, 29, BLOCK] scratch buffer laid out so each load is coalesced over samples.
 """
 import torch
 import torch.nn as nn
@@ -104,28 +104,28 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
         pa0, pa1, pa2 = _cross(w0, w1, w2, h0, h1, h2)
         pb0, pb1, pb2 = _cross(l0, l1, l2, f0, f1, f2)
         pl0, pl1, pl2 = _cross(w0, w1, w2, f0, f1, f2)
-        o = scr + (j * 29) * B + rows
-        tl.store(o + 0 * B, e00, mask=mask)
-        tl.store(o + 1 * B, e01, mask=mask)
-        tl.store(o + 2 * B, e02, mask=mask)
-        tl.store(o + 3 * B, e10, mask=mask)
-        tl.store(o + 4 * B, e11, mask=mask)
-        tl.store(o + 5 * B, e12, mask=mask)
-        tl.store(o + 6 * B, e20, mask=mask)
-        tl.store(o + 7 * B, e21, mask=mask)
-        tl.store(o + 8 * B, e22, mask=mask)
-        tl.store(o + 9 * B, cw0, mask=mask)
-        tl.store(o + 10 * B, cw1, mask=mask)
-        tl.store(o + 11 * B, cw2, mask=mask)
-        tl.store(o + 12 * B, cl0, mask=mask)
-        tl.store(o + 13 * B, cl1, mask=mask)
-        tl.store(o + 14 * B, cl2, mask=mask)
-        tl.store(o + 15 * B, pa0 + pb0, mask=mask)
-        tl.store(o + 16 * B, pa1 + pb1, mask=mask)
-        tl.store(o + 17 * B, pa2 + pb2, mask=mask)
-        tl.store(o + 18 * B, pl0, mask=mask)
-        tl.store(o + 19 * B, pl1, mask=mask)
-        tl.store(o + 20 * B, pl2, mask=mask)
+        o = scr + j * (29 * BLOCK)
+        tl.store(o + 0 * BLOCK, e00)
+        tl.store(o + 1 * BLOCK, e01)
+        tl.store(o + 2 * BLOCK, e02)
+        tl.store(o + 3 * BLOCK, e10)
+        tl.store(o + 4 * BLOCK, e11)
+        tl.store(o + 5 * BLOCK, e12)
+        tl.store(o + 6 * BLOCK, e20)
+        tl.store(o + 7 * BLOCK, e21)
+        tl.store(o + 8 * BLOCK, e22)
+        tl.store(o + 9 * BLOCK, cw0)
+        tl.store(o + 10 * BLOCK, cw1)
+        tl.store(o + 11 * BLOCK, cw2)
+        tl.store(o + 12 * BLOCK, cl0)
+        tl.store(o + 13 * BLOCK, cl1)
+        tl.store(o + 14 * BLOCK, cl2)
+        tl.store(o + 15 * BLOCK, pa0 + pb0)
+        tl.store(o + 16 * BLOCK, pa1 + pb1)
+        tl.store(o + 17 * BLOCK, pa2 + pb2)
+        tl.store(o + 18 * BLOCK, pl0)
+        tl.store(o + 19 * BLOCK, pl1)
+        tl.store(o + 20 * BLOCK, pl2)
     # ---- pass 2: articulated-body inertias and bias forces (tip to base)
     # the child's contribution X^T Ia X = [[A, B], [B^T, C]] and X^T pa, carried in registers
     A00, A01, A02, A10, A11, A12, A20, A21, A22 = zero, zero, zero, zero, zero, zero, zero, zero, zero
@@ -135,7 +135,7 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
     for jj in range(J):
         j = J - 1 - jj
         t = tab + j * 34
-        o = scr + (j * 29) * B + rows
+        o = scr + j * (29 * BLOCK)
         s0, s1, s2 = tl.load(t + 12), tl.load(t + 13), tl.load(t + 14)
         m = tl.load(t + 33)
         A00 += tl.load(t + 15)
@@ -159,25 +159,25 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
         C00 += m
         C11 += m
         C22 += m
-        n0 += tl.load(o + 15 * B, mask=mask, other=0.0)
-        n1 += tl.load(o + 16 * B, mask=mask, other=0.0)
-        n2 += tl.load(o + 17 * B, mask=mask, other=0.0)
-        g0 += tl.load(o + 18 * B, mask=mask, other=0.0)
-        g1 += tl.load(o + 19 * B, mask=mask, other=0.0)
-        g2 += tl.load(o + 20 * B, mask=mask, other=0.0)
+        n0 += tl.load(o + 15 * BLOCK)
+        n1 += tl.load(o + 16 * BLOCK)
+        n2 += tl.load(o + 17 * BLOCK)
+        g0 += tl.load(o + 18 * BLOCK)
+        g1 += tl.load(o + 19 * BLOCK)
+        g2 += tl.load(o + 20 * BLOCK)
         # U = IA S = [A s; B^T s], D = S^T U, u = tau - S^T p
         U0, U1, U2 = _mv(A00, A01, A02, A10, A11, A12, A20, A21, A22, s0, s1, s2)
         U3, U4, U5 = _mtv(B00, B01, B02, B10, B11, B12, B20, B21, B22, s0, s1, s2)
         D = s0 * U0 + s1 * U1 + s2 * U2
         u = tl.load(tau_ptr + rows * J + j, mask=mask, other=0.0) - (s0 * n0 + s1 * n1 + s2 * n2)
-        tl.store(o + 21 * B, U0, mask=mask)
-        tl.store(o + 22 * B, U1, mask=mask)
-        tl.store(o + 23 * B, U2, mask=mask)
-        tl.store(o + 24 * B, U3, mask=mask)
-        tl.store(o + 25 * B, U4, mask=mask)
-        tl.store(o + 26 * B, U5, mask=mask)
-        tl.store(o + 27 * B, D, mask=mask)
-        tl.store(o + 28 * B, u, mask=mask)
+        tl.store(o + 21 * BLOCK, U0)
+        tl.store(o + 22 * BLOCK, U1)
+        tl.store(o + 23 * BLOCK, U2)
+        tl.store(o + 24 * BLOCK, U3)
+        tl.store(o + 25 * BLOCK, U4)
+        tl.store(o + 26 * BLOCK, U5)
+        tl.store(o + 27 * BLOCK, D)
+        tl.store(o + 28 * BLOCK, u)
         # Ia = IA - U U^T / D ; pa = p + Ia c + U u / D  (unused after the base joint)
         iD = 1.0 / D
         V0, V1, V2, V3, V4, V5 = U0 * iD, U1 * iD, U2 * iD, U3 * iD, U4 * iD, U5 * iD
@@ -208,12 +208,12 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
         C20 -= V5 * U3
         C21 -= V5 * U4
         C22 -= V5 * U5
-        cw0 = tl.load(o + 9 * B, mask=mask, other=0.0)
-        cw1 = tl.load(o + 10 * B, mask=mask, other=0.0)
-        cw2 = tl.load(o + 11 * B, mask=mask, other=0.0)
-        cl0 = tl.load(o + 12 * B, mask=mask, other=0.0)
-        cl1 = tl.load(o + 13 * B, mask=mask, other=0.0)
-        cl2 = tl.load(o + 14 * B, mask=mask, other=0.0)
+        cw0 = tl.load(o + 9 * BLOCK)
+        cw1 = tl.load(o + 10 * BLOCK)
+        cw2 = tl.load(o + 11 * BLOCK)
+        cl0 = tl.load(o + 12 * BLOCK)
+        cl1 = tl.load(o + 13 * BLOCK)
+        cl2 = tl.load(o + 14 * BLOCK)
         y0, y1, y2 = _mv(A00, A01, A02, A10, A11, A12, A20, A21, A22, cw0, cw1, cw2)
         z0, z1, z2 = _mv(B00, B01, B02, B10, B11, B12, B20, B21, B22, cl0, cl1, cl2)
         n0, n1, n2 = n0 + y0 + z0 + U0 * u * iD, n1 + y1 + z1 + U1 * u * iD, n2 + y2 + z2 + U2 * u * iD
@@ -221,15 +221,15 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
         z0, z1, z2 = _mv(C00, C01, C02, C10, C11, C12, C20, C21, C22, cl0, cl1, cl2)
         g0, g1, g2 = g0 + y0 + z0 + U3 * u * iD, g1 + y1 + z1 + U4 * u * iD, g2 + y2 + z2 + U5 * u * iD
         # transform to the parent: X^T f = [E^T n + r x E^T g ; E^T g]
-        e00 = tl.load(o + 0 * B, mask=mask, other=0.0)
-        e01 = tl.load(o + 1 * B, mask=mask, other=0.0)
-        e02 = tl.load(o + 2 * B, mask=mask, other=0.0)
-        e10 = tl.load(o + 3 * B, mask=mask, other=0.0)
-        e11 = tl.load(o + 4 * B, mask=mask, other=0.0)
-        e12 = tl.load(o + 5 * B, mask=mask, other=0.0)
-        e20 = tl.load(o + 6 * B, mask=mask, other=0.0)
-        e21 = tl.load(o + 7 * B, mask=mask, other=0.0)
-        e22 = tl.load(o + 8 * B, mask=mask, other=0.0)
+        e00 = tl.load(o + 0 * BLOCK)
+        e01 = tl.load(o + 1 * BLOCK)
+        e02 = tl.load(o + 2 * BLOCK)
+        e10 = tl.load(o + 3 * BLOCK)
+        e11 = tl.load(o + 4 * BLOCK)
+        e12 = tl.load(o + 5 * BLOCK)
+        e20 = tl.load(o + 6 * BLOCK)
+        e21 = tl.load(o + 7 * BLOCK)
+        e22 = tl.load(o + 8 * BLOCK)
         r0, r1, r2 = tl.load(t + 9), tl.load(t + 10), tl.load(t + 11)
         g0, g1, g2 = _mtv(e00, e01, e02, e10, e11, e12, e20, e21, e22, g0, g1, g2)
         n0, n1, n2 = _mtv(e00, e01, e02, e10, e11, e12, e20, e21, e22, n0, n1, n2)
@@ -260,31 +260,31 @@ def _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask,
     al0, al1, al2 = zero - gx, zero - gy, zero - gz
     for j in range(J):
         t = tab + j * 34
-        o = scr + (j * 29) * B + rows
-        e00 = tl.load(o + 0 * B, mask=mask, other=0.0)
-        e01 = tl.load(o + 1 * B, mask=mask, other=0.0)
-        e02 = tl.load(o + 2 * B, mask=mask, other=0.0)
-        e10 = tl.load(o + 3 * B, mask=mask, other=0.0)
-        e11 = tl.load(o + 4 * B, mask=mask, other=0.0)
-        e12 = tl.load(o + 5 * B, mask=mask, other=0.0)
-        e20 = tl.load(o + 6 * B, mask=mask, other=0.0)
-        e21 = tl.load(o + 7 * B, mask=mask, other=0.0)
-        e22 = tl.load(o + 8 * B, mask=mask, other=0.0)
+        o = scr + j * (29 * BLOCK)
+        e00 = tl.load(o + 0 * BLOCK)
+        e01 = tl.load(o + 1 * BLOCK)
+        e02 = tl.load(o + 2 * BLOCK)
+        e10 = tl.load(o + 3 * BLOCK)
+        e11 = tl.load(o + 4 * BLOCK)
+        e12 = tl.load(o + 5 * BLOCK)
+        e20 = tl.load(o + 6 * BLOCK)
+        e21 = tl.load(o + 7 * BLOCK)
+        e22 = tl.load(o + 8 * BLOCK)
         r0, r1, r2 = tl.load(t + 9), tl.load(t + 10), tl.load(t + 11)
         x0, x1, x2 = _cross(r0, r1, r2, aw0, aw1, aw2)
         al0, al1, al2 = _mv(e00, e01, e02, e10, e11, e12, e20, e21, e22, al0 - x0, al1 - x1, al2 - x2)
         aw0, aw1, aw2 = _mv(e00, e01, e02, e10, e11, e12, e20, e21, e22, aw0, aw1, aw2)
-        aw0 += tl.load(o + 9 * B, mask=mask, other=0.0)
-        aw1 += tl.load(o + 10 * B, mask=mask, other=0.0)
-        aw2 += tl.load(o + 11 * B, mask=mask, other=0.0)
-        al0 += tl.load(o + 12 * B, mask=mask, other=0.0)
-        al1 += tl.load(o + 13 * B, mask=mask, other=0.0)
-        al2 += tl.load(o + 14 * B, mask=mask, other=0.0)
-        Ua = (tl.load(o + 21 * B, mask=mask, other=0.0) * aw0 + tl.load(o + 22 * B, mask=mask, other=0.0) * aw1
-              + tl.load(o + 23 * B, mask=mask, other=0.0) * aw2 + tl.load(o + 24 * B, mask=mask, other=0.0) * al0
-              + tl.load(o + 25 * B, mask=mask, other=0.0) * al1 + tl.load(o + 26 * B, mask=mask, other=0.0) * al2)
-        D = tl.load(o + 27 * B, mask=mask, other=1.0)
-        u = tl.load(o + 28 * B, mask=mask, other=0.0)
+        aw0 += tl.load(o + 9 * BLOCK)
+        aw1 += tl.load(o + 10 * BLOCK)
+        aw2 += tl.load(o + 11 * BLOCK)
+        al0 += tl.load(o + 12 * BLOCK)
+        al1 += tl.load(o + 13 * BLOCK)
+        al2 += tl.load(o + 14 * BLOCK)
+        Ua = (tl.load(o + 21 * BLOCK) * aw0 + tl.load(o + 22 * BLOCK) * aw1
+              + tl.load(o + 23 * BLOCK) * aw2 + tl.load(o + 24 * BLOCK) * al0
+              + tl.load(o + 25 * BLOCK) * al1 + tl.load(o + 26 * BLOCK) * al2)
+        D = tl.load(o + 27 * BLOCK)
+        u = tl.load(o + 28 * BLOCK)
         qddj = (u - Ua) / D
         s0, s1, s2 = tl.load(t + 12), tl.load(t + 13), tl.load(t + 14)
         aw0, aw1, aw2 = aw0 + s0 * qddj, aw1 + s1 * qddj, aw2 + s2 * qddj
@@ -296,6 +296,7 @@ def _aba_kernel(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, grav, B, J, BLOCK: tl
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = rows < B
     gx, gy, gz = tl.load(grav), tl.load(grav + 1), tl.load(grav + 2)
+    scr = scr + tl.program_id(0) * (J * 29 * BLOCK) + tl.arange(0, BLOCK)   # this block's scratch lanes
     _aba_step(q_ptr, qd_ptr, tau_ptr, qdd_ptr, tab, scr, gx, gy, gz, rows, mask, B, J, BLOCK)
 
 
@@ -323,8 +324,8 @@ class ModelNew(nn.Module):
         B, J = q.shape
         q, qd, tau = q.float().contiguous(), qd.float().contiguous(), tau.float().contiguous()
         qdd = torch.empty_like(q)
-        scratch = torch.empty(J * 29 * B, device=q.device, dtype=torch.float32)
         BLOCK = 128 if q.is_cuda else 1024  # one sample per GPU lane; few interpreter programs on CPU
+        scratch = torch.empty(triton.cdiv(B, BLOCK) * J * 29 * BLOCK, device=q.device, dtype=torch.float32)
         table, grav = self.table.to(q.device), self.gravity.to(q.device)
         if B:
             _aba_kernel[(triton.cdiv(B, BLOCK),)](q, qd, tau, qdd, table, scratch, grav, B, J, BLOCK=BLOCK)
