@@ -123,3 +123,18 @@ def test_close_removes_the_working_directory():
     sb.close()
     sb.close()  # idempotent
     assert not os.path.exists(work)
+
+
+def test_oracle_solutions_and_results_are_hidden(sandbox):
+    from orchestrator.config import REPO_ROOT
+
+    oracle = REPO_ROOT / "problems/graph/l1/csr_spmv/solutions/oracle.py"
+    assert oracle.is_file()
+    r = sandbox.exec(["cat", str(oracle)], timeout_s=10)
+    assert not r.success and "ModelNew" not in r.stdout
+    r = sandbox.exec(["ls", str(REPO_ROOT / "problems")], timeout_s=10)
+    assert r.stdout.strip() == ""
+    # the runner's own code stays importable
+    r = run_py(sandbox, "import orchestrator.runner.judge; print('RUNNER OK')")
+    assert "RUNNER OK" in r.stdout, r.stderr
+    assert oracle.is_file(), "hiding must not touch the host's view"

@@ -11,6 +11,8 @@
   RLIMIT_AS on CPU-only sandboxes (RLIMIT_AS breaks CUDA, which reserves address
   space); RLIMIT_FSIZE and no core dumps always;
 - environment: built from scratch (no API keys or tokens from the host);
+- the checkout's problems/ (oracle solutions), results/ and caches: covered by empty
+  tmpfs mounts in the sandbox's mount namespace;
 - files: a private working directory, removed on close.
 
 Where the OS refuses a namespace the sandbox records it in `isolation`, and
@@ -36,6 +38,13 @@ from orchestrator.config import REPO_ROOT
 from orchestrator.sandbox.base import ExecResult, Sandbox, SandboxSpec, SandboxUnavailable, register
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Folders of this checkout a sandbox must not read: our oracle solutions, earlier
+# results, downloaded and built sources. Inside the sandbox's own mount namespace each
+# is covered by an empty, unreadable tmpfs (the runner's code under orchestrator/ stays).
+HIDDEN = tuple(str(REPO_ROOT / d) for d in ("problems", "results", ".cache", "translation", "tests"))
+HIDE_AND_EXEC = ('for d in $POPCORN_HIDE; do [ -d "$d" ] && '
+                 'mount -t tmpfs -o size=4k,mode=000 popcorn-hidden "$d"; done; '
+                 'unset POPCORN_HIDE; exec "$@"')
 
 
 @functools.lru_cache(maxsize=1)
@@ -154,7 +163,7 @@ class LocalSandbox(Sandbox):
         if prefix is None and not spec.network and self.require_isolation:
             raise SandboxUnavailable("the local sandbox needs a network namespace (unshare --net) and this "
                                      "host refuses one; use --sandbox docker, or run as root")
-        self._prefix: tuple[str, ...] = prefix or ()
+        self._prefix: tuple[str, ...] = () if spec.network else (prefix or ())
         self._dir = Path(tempfile.mkdtemp(prefix="popcorn-sbx-"))
         self._work = self._dir / "work"
         self._work.mkdir()
@@ -175,6 +184,7 @@ class LocalSandbox(Sandbox):
     @property
     def isolation(self) -> dict[str, object]:
         return {"network": "namespace" if self._prefix and not self.spec.network else "host",
+                "hidden_paths": list(HIDDEN) if self._prefix else [],
                 "pid_namespace": bool(self._prefix), "cgroup": self._cgroup.kind,
                 "memory_limit": self._cgroup.kind != "none" or not self.spec.gpus,
                 "clean_env": True, "user": "root" if os.geteuid() == 0 else "unprivileged"}
@@ -196,6 +206,8 @@ class LocalSandbox(Sandbox):
                 env[key] = os.environ[key]
         env.update(self.spec.env)
         env.update(extra or {})
+        if self._prefix:
+            env["POPCORN_HIDE"] = " ".join(HIDDEN)
         return env
 
     def _preexec(self) -> None:
@@ -212,7 +224,7 @@ class LocalSandbox(Sandbox):
              env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
         if self._closed:
             raise SandboxUnavailable("the sandbox is closed")
-        argv = [*self._prefix, *cmd] if not self.spec.network else list(cmd)
+        argv = [*self._prefix, "sh", "-c", HIDE_AND_EXEC, "popcorn-sandbox", *cmd] if self._prefix else list(cmd)
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, cwd=cwd or self._work, env=self._env(env), stdin=subprocess.PIPE,
