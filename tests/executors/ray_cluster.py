@@ -62,8 +62,10 @@ def local_cluster(workers: int = 2, gpus_per_worker: int = 2, cpus_per_worker: i
 
 
 if __name__ == "__main__":
+    import signal
     import time
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # kill PID stops the cluster too
     with local_cluster() as held:
         print(f"Ray cluster at {held.address}; env for drivers: "
               + " ".join(f"{k}={v}" for k, v in LOOPBACK_ENV.items()), flush=True)
