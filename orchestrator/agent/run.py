@@ -198,17 +198,9 @@ def _gpus(settings: Any, device: str) -> list[int]:
 def sandbox_factory(settings: Any, device: str, gpus: list[int]) -> Callable[[EpisodeSpec], Any]:
     """One sandbox per episode for the tools; the pipeline's spec when it offers one."""
     def factory(spec: EpisodeSpec) -> Any:
-        from orchestrator.sandbox.base import SandboxSpec, create
         from orchestrator.scoring import pipeline
 
-        make_spec = getattr(pipeline, "sandbox_spec", None)
-        if make_spec is not None:
-            sb_spec = make_spec(spec.entry, settings, run_id=spec.run_id, episode=spec.episode_id)
-        else:
-            sb_spec = SandboxSpec(run_id=spec.run_id, episode=spec.episode_id,
-                                  gpus=tuple(gpus[:1] if not spec.entry.manifest.get("collectives") else gpus),
-                                  memory_bytes=int(settings.sandbox_memory_gb * 2**30), pids=settings.sandbox_pids)
-        return create(settings.sandbox, sb_spec)
+        return pipeline.create_sandbox(spec.entry, settings, run_id=spec.run_id, episode=spec.episode_id)
     return factory
 
 

@@ -33,14 +33,47 @@ PROBLEM_DIR, CANDIDATE_FILE = "problem", "candidate/submission.py"
 
 def sandbox_spec(entry: Entry, settings: Any, *, run_id: str = "adhoc", episode: str = "adhoc",
                  device: str | None = None) -> SandboxSpec:
+    """The spec of a sandbox for `entry`: GPUs, limits and, for docker, the problem's image."""
     device = device or settings.resolved_device()
     gpus: tuple[int, ...] = ()
     if device == "cuda":
         chosen = [int(g) for g in str(settings.gpus).split(",") if g.strip()] if settings.gpus else [0]
+        if entry.collectives and not settings.gpus:  # one GPU per rank
+            chosen = list(range(settings.world_size or int(entry.manifest["world_size"]["default"])))
         gpus = tuple(chosen if entry.collectives else chosen[:1])
-    return SandboxSpec(run_id=run_id, episode=episode, gpus=gpus,
-                       memory_bytes=int(settings.sandbox_memory_gb * 2**30), pids=settings.sandbox_pids,
-                       env={"POPCORN_DEVICE": device})
+    backend, image, digest = resolve_backend(entry, settings)
+    env = {"POPCORN_DEVICE": device}
+    if digest:
+        env["POPCORN_IMAGE_DIGEST"] = digest
+    return SandboxSpec(run_id=run_id, episode=episode, gpus=gpus, image=image,
+                       memory_bytes=int(settings.sandbox_memory_gb * 2**30), pids=settings.sandbox_pids, env=env)
+
+
+def create_sandbox(entry: Entry, settings: Any, *, run_id: str = "adhoc", episode: str = "adhoc",
+                   device: str | None = None) -> Sandbox:
+    """A sandbox for `entry` on the backend `settings.sandbox` resolves to (see resolve_backend)."""
+    spec = sandbox_spec(entry, settings, run_id=run_id, episode=episode, device=device)
+    return create("docker" if spec.image else "local", spec)
+
+
+def resolve_backend(entry: Entry, settings: Any) -> tuple[str, str | None, str | None]:
+    """(backend, image reference, image digest). `auto` takes docker when an engine answers
+    and the problem's image is there (exactly the locked one with --images-lock), else local."""
+    if settings.sandbox == "local":
+        return "local", None, None
+    from orchestrator.sandbox.docker import engine_available
+
+    if settings.sandbox == "auto" and not engine_available():
+        return "local", None, None
+    from orchestrator.images import resolve_image
+
+    try:
+        image, digest = resolve_image(entry.id, settings.images_lock, settings)
+    except UserError:
+        if settings.sandbox == "docker" or settings.images_lock is not None:
+            raise
+        return "local", None, None
+    return "docker", image, digest
 
 
 def _problem_files(entry: Entry) -> dict[str, bytes]:
@@ -135,10 +168,13 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
     own = sandbox is None
     try:
         if own:
-            sandbox = create(settings.sandbox, sandbox_spec(entry, settings, device=device))
+            sandbox = create_sandbox(entry, settings, device=device)
         assert sandbox is not None
+        digest = sandbox.spec.env.get("POPCORN_IMAGE_DIGEST") or getattr(sandbox, "image_digest", None)
         record["sandbox"] = {"backend": sandbox.name, "isolation": sandbox.isolation,
-                             "image": getattr(sandbox, "image", None), "image_digest": getattr(sandbox, "image_digest", None)}
+                             "image": getattr(sandbox, "image", None), "image_digest": digest or None}
+        if digest:
+            record["images"] = {entry.id: digest}
         files = _problem_files(entry)
         files[f"{PROBLEM_DIR}/manifest.json"] = json.dumps(entry.manifest).encode()
         files[CANDIDATE_FILE] = source
@@ -148,6 +184,7 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         job = {"problem_dir": f"{work}/{PROBLEM_DIR}", "solution": f"{work}/{CANDIDATE_FILE}", "device": device,
                "mode": mode, "seed": seed, "stress": settings.stress, "trials": settings.trials, "nonce": nonce,
                "trial_timeout_s": settings.trial_timeout_s, "log_path": f"{work}/candidate.log",
+               "world_size": settings.world_size,
                "gpu_lock": _gpu_lock_path(sandbox) if device == "cuda" else None,
                "timing": {"iters": settings.timing_iters, "iters_cpu": settings.timing_iters_cpu,
                           "warmup": settings.timing_warmup, "input_sets": settings.timing_input_sets}}
@@ -213,6 +250,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sandbox", choices=["auto", "local", "docker"], help="sandbox backend (default auto)")
     parser.add_argument("--images-lock", type=Path, help="docker: use exactly the image digests in this lock file")
     parser.add_argument("--timing-iters", type=int, help="timed iterations on a GPU (default 50)")
+    parser.add_argument("--world-size", type=int, help="collectives problems: ranks (default: the manifest's)")
     parser.add_argument("--json", action="store_true", help="print the verdict record as JSON")
     parser.add_argument("--out", type=Path, help="also write the verdict record to this file")
 

@@ -31,9 +31,9 @@ def test_oracle_tools_on_a_gpu(tmp_path):
     assert all(ok for ok, _ in out.values()), {k: v[1][:500] for k, v in out.items() if not v[0]}
     assert "SMs" in out["specs"][1] and "compute capability" in out["specs"][1]
     profile = out["profile"][1]
-    assert "kernel _spmv_row" in profile and "speed of light: SM" in profile and "DRAM" in profile
+    assert "kernel _short_rows" in profile and "speed of light: SM" in profile and "DRAM" in profile
     assert "warp stalls" in profile
-    assert "== SASS _spmv_row" in out["disassemble"][1] and "LDG" in out["disassemble"][1]
+    assert "== SASS _short_rows" in out["disassemble"][1] and "LDG" in out["disassemble"][1]
     roofline = out["roofline"][1]
     assert "DRAM" in roofline and "arithmetic intensity" in roofline and "memory-bound" in roofline
     [ceilings] = list((tmp_path / "cache" / "ceilings").glob("cuda-*.json"))
