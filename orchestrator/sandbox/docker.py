@@ -123,11 +123,13 @@ class DockerSandbox(Sandbox):
     def __init__(self, spec: SandboxSpec):
         super().__init__(spec)
         if not spec.image:
-            raise SandboxUnavailable("docker sandbox: no image given (SandboxSpec.image)")
+            raise SandboxUnavailable("docker sandbox: no image given (SandboxSpec.image; "
+                                     "orchestrator.images.resolve_image(problem_id, lock) gives it)")
         self.settings = DockerSettings()
         self._client = docker_client()
         self._api = self._client.api
         self._container: Any = None
+        self.image_digest: str = ""
         self._keep_pids: set[int] = set()
         self._closed = False
         self._lock = threading.Lock()
@@ -143,13 +145,16 @@ class DockerSandbox(Sandbox):
         import docker.errors
 
         try:
-            self._client.images.get(self.spec.image)
+            image = self._client.images.get(self.spec.image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(
                 f"image {self.spec.image} is not on this engine: build it (make images) or pull it "
                 f"(python -m orchestrator images pull --lock FILE)") from exc
         except docker.errors.APIError as exc:
             raise SandboxUnavailable(f"docker engine error looking up {self.spec.image}: {exc}") from exc
+        # what a result records: the reference by digest when given one, else the image id
+        # (the digest of its config: the same after a push and a pull, on any engine)
+        self.image_digest = self.spec.image if "@sha256:" in self.spec.image else str(image.id)
         try:
             self._container = self._client.containers.create(**self.create_kwargs())
             _LIVE[self._container.id] = self
@@ -208,8 +213,11 @@ class DockerSandbox(Sandbox):
 
     def _environment(self) -> dict[str, str]:
         # Built from scratch: nothing of the host's environment (API keys) goes in.
-        env = {"HOME": "/tmp", "TMPDIR": "/tmp", "USER": "popcorn", "PYTHONDONTWRITEBYTECODE": "1",
-               "TRITON_CACHE_DIR": "/tmp/triton", "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions"}
+        env = {"HOME": "/tmp", "TMPDIR": "/tmp", "USER": "popcorn", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+               "TRITON_CACHE_DIR": "/tmp/triton", "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions",
+               # NVLink multicast can take a shared host's GPUs out of service: never on
+               "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
         if self.settings.ld_library_path:
             env["LD_LIBRARY_PATH"] = self.settings.ld_library_path
         for name in filter(None, (n.strip() for n in self.settings.pass_env.split(","))):
@@ -263,6 +271,11 @@ class DockerSandbox(Sandbox):
     @property
     def python(self) -> str:
         return self.settings.python
+
+    @property
+    def image(self) -> str | None:
+        """The image reference this sandbox runs (SandboxSpec.image)."""
+        return self.spec.image
 
     @property
     def container_id(self) -> str | None:

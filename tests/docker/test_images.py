@@ -143,6 +143,7 @@ def test_publish_pull_by_digest_and_rerun(built, client, registry, tmp_path):
     second = score_oracle(lock)
     assert second["image_digest"] == f"{problem['repository']}@{problem['digest']}" == first["image_digest"]
     assert second["image_ref"] == problem["id"]
+    assert second["sandbox_image_digest"] == first["sandbox_image_digest"] == problem["id"]
     assert _verdict_core(second["verdict"]) == _verdict_core(first["verdict"])
 
     # a lock file whose digest does not match what the registry serves: one clear line, non-zero

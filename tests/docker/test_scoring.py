@@ -44,10 +44,11 @@ def score_oracle(lock: Path, problem_id: str = PROBLEM, device: str = "cpu", gpu
         sandbox.put_files({**problem_files(problem_id), "solution.py": oracle})
         result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"], timeout_s=900,
                               stdin=json.dumps(job).encode())
+        sandbox_digest = sandbox.image_digest
     verdict = parse_verdict(result.stdout, nonce)
     assert verdict is not None, result.stderr[-3000:]
     return {"image_ref": ref, "image_digest": digest, "verdict": verdict, "wall_s": result.wall_s,
-            "isolation": sandbox.isolation}
+            "isolation": sandbox.isolation, "sandbox_image_digest": sandbox_digest}
 
 
 def test_oracle_passes_inside_its_problem_container(built):
