@@ -80,6 +80,7 @@ class Lease:
         self._pool = pool
         self._states = tuple(sorted(states, key=lambda s: s.index))  # one lock order: no deadlock
         self.released = False
+        self.exclusive_s = 0.0      # this lease's time under exclusive holds (its scoring)
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -104,6 +105,7 @@ class Lease:
                 yield
             finally:
                 end = time.monotonic()
+                self.exclusive_s += end - start
                 for state in self._states:
                     state.exclusive_s += end - start
                     state.busy_since = None

@@ -53,7 +53,8 @@ class LocalExecutor:
                 return
             finally:
                 lease.release()
-            record.setdefault("placement", {"executor": self.name, "gpus": list(lease.gpus)})
+            record.setdefault("placement", {}).update(executor=self.name, gpus=list(lease.gpus),
+                                                      gpu_exclusive_s=round(lease.exclusive_s, 3))
             with write_lock:
                 run_dir.append_record(record)
             progress.update(record)

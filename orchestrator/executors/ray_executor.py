@@ -56,8 +56,9 @@ def run_on_worker(work: Work, item: Item) -> dict[str, Any]:
         run_dir = RunDir(scratch)
         record = work(item, lease, run_dir)
         files = {rel: (scratch / rel).read_bytes() for rel in record_files(record) if (scratch / rel).is_file()}
-        record.setdefault("placement", {"executor": "ray", "node": socket.gethostname(), "gpus": gpus,
-                                        "node_id": ray.get_runtime_context().get_node_id()})
+        record.setdefault("placement", {}).update(executor="ray", node=socket.gethostname(), gpus=gpus,
+                                                  node_id=ray.get_runtime_context().get_node_id(),
+                                                  gpu_exclusive_s=round(lease.exclusive_s, 3))
         return {"record": record, "files": files, "scratch": str(scratch)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

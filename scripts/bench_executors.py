@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Executor benchmark (prints figures; not a test).
+
+    python scripts/bench_executors.py throughput [--episodes 32] [--gpus 4] [--ray-address ADDR]
+    python scripts/bench_executors.py busy [--gpu-counts 1,2,4,8] [--slots 1,2,4]
+    python scripts/bench_executors.py compare-runs RESULTS/run_1gpu RESULTS/run_2gpu
+
+throughput: episodes per hour against the number of concurrent workers, with the CPU
+  stand-in episode (orchestrator/executors/standin.py: a model phase that holds no GPU,
+  then a scoring phase that holds its GPU exclusively; both sleep, so the figures show
+  the scheduler, not this machine's CPUs). With --ray-address, the same against Ray.
+busy: the share of time the GPUs are busy scoring (exclusive holds / (GPUs x wall))
+  on N GPUs, for several episodes per GPU. Goal: >= 90 %.
+compare-runs: two real runs of the same episodes (scripts/gpu/executors_x2.sh): episodes
+  per hour of each, their ratio, and the scoring busy share of each run's GPUs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tabulate import tabulate  # noqa: E402
+
+from orchestrator.agent.records import RunDir  # noqa: E402
+from orchestrator.executors import LocalExecutor, Progress  # noqa: E402
+from orchestrator.executors.standin import StandInWork, plan_items  # noqa: E402
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _timed(executor: Any, work: StandInWork, episodes: int) -> tuple[float, RunDir]:
+    run_dir = RunDir(Path(tempfile.mkdtemp(prefix="bench-executors-")))
+    items = plan_items(episodes, problems=max(1, episodes // 2))
+    start = time.monotonic()
+    executor.run(work, items, run_dir, Progress(len(items), "bench", quiet=True))
+    wall = time.monotonic() - start
+    assert len(run_dir.load_records()) == episodes, "an episode is missing"
+    return wall, run_dir
+
+
+def throughput(args: argparse.Namespace) -> None:
+    work = StandInWork(agent_s=args.agent_s, scoring_s=args.scoring_s)
+    gpus = list(range(args.gpus))
+    rows, base = [], None
+    for workers in _ints(args.workers):
+        wall, _ = _timed(LocalExecutor(gpus, max_parallel=workers), work, args.episodes)
+        rate = args.episodes / wall * 3600
+        base = base or rate
+        bound = _bound(workers, args.gpus, args.agent_s, args.scoring_s)
+        rows.append(["local", workers, f"{wall:.2f}", f"{rate:,.0f}", f"{rate / base:.2f}x", f"{bound:,.0f}"])
+    if args.ray_address:
+        from orchestrator.executors.ray_executor import RayExecutor
+
+        import ray
+
+        ray.init(address=args.ray_address, log_to_driver=False)
+        try:
+            ray_work = StandInWork(agent_s=args.agent_s, scoring_s=args.scoring_s)
+            ray_base = None
+            for workers in _ints(args.workers):
+                wall, _ = _timed(RayExecutor(args.ray_address, max_parallel=workers), ray_work, args.episodes)
+                rate = args.episodes / wall * 3600
+                ray_base = ray_base or rate
+                rows.append(["ray", workers, f"{wall:.2f}", f"{rate:,.0f}", f"{rate / ray_base:.2f}x", "-"])
+        finally:
+            ray.shutdown()
+    print(f"throughput: {args.episodes} stand-in episodes (model {args.agent_s}s, scoring {args.scoring_s}s "
+          f"exclusive), {args.gpus} GPU slot(s)")
+    print(tabulate(rows, headers=["executor", "workers", "wall s", "episodes/h", "vs 1 worker", "ideal episodes/h"]))
+
+
+def _bound(workers: int, gpus: int, agent_s: float, scoring_s: float) -> float:
+    """Episodes per hour if nothing but the two limits mattered: workers busy all the
+    time, or every GPU scoring all the time."""
+    return min(workers / (agent_s + scoring_s), max(gpus, 1) / scoring_s) * 3600
+
+
+def busy(args: argparse.Namespace) -> None:
+    rows = []
+    work = StandInWork(agent_s=args.agent_s, scoring_s=args.scoring_s)
+    for count in _ints(args.gpu_counts):
+        for slots in _ints(args.slots):
+            executor = LocalExecutor(list(range(count)), max_parallel=count * slots)
+            episodes = count * args.per_gpu
+            wall, _ = _timed(executor, work, episodes)
+            held = sum(executor.pool.exclusive_seconds().values())
+            rows.append([count, slots, episodes, f"{wall:.2f}", f"{100 * held / (count * wall):.1f} %"])
+    print(f"GPU busy share: stand-in episodes (model {args.agent_s}s holding no GPU, scoring {args.scoring_s}s "
+          f"exclusive), {args.per_gpu} per GPU; goal >= 90 %")
+    print(tabulate(rows, headers=["GPUs", "episodes per GPU at once", "episodes", "wall s", "GPUs busy scoring"]))
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def run_figures(path: Path) -> dict[str, Any]:
+    records = RunDir(path).load_records()
+    if not records:
+        raise SystemExit(f"{path}: no records")
+    start = min(_stamp(r["started_at"]) for r in records)
+    end = max(_stamp(r["finished_at"]) for r in records)
+    gpus = sorted({g for r in records for g in (r.get("placement") or {}).get("gpus", [])})
+    held = sum((r.get("placement") or {}).get("gpu_exclusive_s", 0.0) * len((r.get("placement") or {}).get("gpus", []))
+               for r in records)
+    wall = max(end - start, 1e-9)
+    return {"run": path.name, "episodes": len(records), "gpus": gpus, "wall_s": wall,
+            "per_hour": len(records) / wall * 3600, "busy": held / (max(len(gpus), 1) * wall),
+            "passed": sum(1 for r in records if (r.get("verdict") or {}).get("status") == "passed")}
+
+
+def compare_runs(args: argparse.Namespace) -> None:
+    figures = [run_figures(Path(p)) for p in args.runs]
+    rows = [[f["run"], ",".join(map(str, f["gpus"])) or "cpu", f["episodes"], f["passed"], f"{f['wall_s']:.0f}",
+             f"{f['per_hour']:.0f}", f"{100 * f['busy']:.1f} %"] for f in figures]
+    print(tabulate(rows, headers=["run", "GPUs", "episodes", "passed", "wall s", "episodes/h", "GPUs busy scoring"]))
+    if len(figures) == 2:
+        ratio = figures[1]["per_hour"] / figures[0]["per_hour"]
+        print(f"throughput ratio {figures[1]['run']} / {figures[0]['run']}: {ratio:.2f}x")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"runs": figures, "ratio": ratio}, indent=1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--episodes", type=int, default=32)
+    t.add_argument("--workers", default="1,2,4,8,16")
+    t.add_argument("--gpus", type=int, default=4)
+    t.add_argument("--agent-s", type=float, default=0.3)
+    t.add_argument("--scoring-s", type=float, default=0.05)
+    t.add_argument("--ray-address", default=None, help="also run the stand-in on this Ray cluster")
+    b = sub.add_parser("busy")
+    b.add_argument("--gpu-counts", default="1,2,4,8")
+    b.add_argument("--slots", default="1,4,8")
+    b.add_argument("--per-gpu", type=int, default=40)
+    b.add_argument("--agent-s", type=float, default=0.15)
+    b.add_argument("--scoring-s", type=float, default=0.05)
+    c = sub.add_parser("compare-runs")
+    c.add_argument("runs", nargs="+")
+    c.add_argument("--json", default=None, help="also write the figures here")
+    args = parser.parse_args()
+    {"throughput": throughput, "busy": busy, "compare-runs": compare_runs}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
