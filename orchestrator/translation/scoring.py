@@ -11,6 +11,7 @@ a baseline or reference that does not build, or a judge that dies, is `infra_err
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,6 +29,11 @@ from orchestrator.translation import builds, sources
 from orchestrator.translation.catalog import Task, find_task
 
 MODES = ("compile", "check", "full")
+
+
+class SandboxUnavailableForTask(Exception):
+    """docker was asked for, but the task's image is missing or not in the lock."""
+
 # The judge and three library processes each hold inputs of up to a few GB (H200-sized shapes).
 TRANSLATION_MEMORY_GB = 48.0
 
@@ -138,7 +144,8 @@ def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict
             spec = SandboxSpec(run_id="adhoc", episode=task.id, gpus=gpus,
                                memory_bytes=int(max(settings.sandbox_memory_gb, TRANSLATION_MEMORY_GB) * 2**30),
                                pids=settings.sandbox_pids, env=env, shm_bytes=8 << 30)
-            sandbox = create(settings.sandbox, spec)
+            backend, image = _backend(task, settings)
+            sandbox = create(backend, dataclasses.replace(spec, image=image))
         files = {f"task/{p.name}": p.read_bytes() for p in task.path.iterdir() if p.is_file()}
         files.update({f"lib/{side}.so": Path(r.library).read_bytes() for side, r in libs.items() if r.library})
         files.update({f"lib/{name}.so": Path(path).read_bytes() for name, path in (extra or {}).items()})
@@ -156,11 +163,32 @@ def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict
         result = run_judge(inside, timeout, sandbox, module)
         result["sandbox_backend"] = sandbox.name
         return result
-    except SandboxError as exc:
+    except (SandboxError, SandboxUnavailableForTask) as exc:
         return {"failure_class": "infra_error", "failure_detail": f"sandbox: {exc}", "stages": {}}
     finally:
         if own and sandbox is not None:
             sandbox.close()
+
+
+def _backend(task: Task, settings: Settings) -> tuple[str, str | None]:
+    """(backend, image). `auto` takes docker only when an engine answers and the task's image
+    (`images build --translation`) is there, as the core does for problems; else local."""
+    if settings.sandbox == "local":
+        return "local", None
+    from orchestrator.sandbox.docker import engine_available
+
+    if settings.sandbox == "auto" and not engine_available():
+        return "local", None
+    from orchestrator.images import resolve_image
+
+    image_id = f"translation/{task.path.parent.name}/{task.id}"
+    try:
+        image, _digest = resolve_image(image_id, settings.images_lock, settings)
+    except UserError as exc:
+        if settings.sandbox == "docker" or settings.images_lock is not None:
+            raise SandboxUnavailableForTask(str(exc)) from exc
+        return "local", None
+    return "docker", image
 
 
 def _world_size(task: Task, settings: Settings) -> int:
