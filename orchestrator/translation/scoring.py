@@ -34,6 +34,7 @@ MODES = ("compile", "check", "full")
 class SandboxUnavailableForTask(Exception):
     """docker was asked for, but the task's image is missing or not in the lock."""
 
+
 # The judge and three library processes each hold inputs of up to a few GB (H200-sized shapes).
 TRANSLATION_MEMORY_GB = 48.0
 
