@@ -8,12 +8,23 @@ import torch.nn as nn
 
 class Model(nn.Module):
     def forward(self, rowptr, col, val, x_local):  # this rank's row block; col holds GLOBAL column ids
-        parts = [torch.empty_like(x_local) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, x_local)  # every rank receives the full X [N, F]
-        x_full = torch.cat(parts, 0)
+        x_full = all_gather_rows(x_local)  # every rank receives the full X [N, F]
         msg = val[:, None] * x_full[col.long()]  # [nnz_r, F]
         # segment_reduce sums each row in a fixed order; empty rows give 0
         return torch.segment_reduce(msg, "sum", lengths=rowptr[1:] - rowptr[:-1], axis=0)
+
+
+def all_gather_rows(x_local):
+    """Concatenate every rank's block of rows; blocks may differ by one row (N % W != 0)."""
+    world = dist.get_world_size()
+    sizes = torch.zeros(world, dtype=torch.long, device=x_local.device)
+    dist.all_gather_into_tensor(sizes, torch.tensor([x_local.shape[0]], device=x_local.device))
+    width = int(sizes.max())
+    padded = torch.zeros((width, *x_local.shape[1:]), dtype=x_local.dtype, device=x_local.device)
+    padded[: x_local.shape[0]] = x_local
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes.tolist())], 0)
 
 
 def get_init_inputs(shape):
