@@ -307,6 +307,10 @@ def device_info(device: str) -> dict[str, Any]:
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:
+    from orchestrator.runner import distributed
+
+    if distributed.is_collectives(job):  # one candidate process per rank
+        return distributed.judge(job)
     device = job["device"] = "cuda:0" if job["device"] == "cuda" else job["device"]
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
