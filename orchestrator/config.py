@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")
     counters: bool = Field(True, description="collect ncu counters of a passing kernel on a GPU (rule 7)")
+    world_size: int | None = Field(None, ge=2, description="ranks of a collectives problem (default: its manifest's)")
 
     # sandboxes
     sandbox: Literal["auto", "local", "docker"] = "auto"
