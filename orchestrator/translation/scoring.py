@@ -44,7 +44,7 @@ def _verdict(task: Task, solution: Path, started: float, **fields: Any) -> dict[
     record: dict[str, Any] = {
         "schema_version": 1, "kind": "verdict", "problem": task.id, "track": task.track,
         "status": "failed", "failure_class": None, "stages": {}, "speedup": None,
-        "device": {"type": "cuda"}, "sandbox": {"backend": "local"},
+        "device": {"type": "cuda"}, "sandbox": {"backend": "none"},
         "solution": {"path": str(solution), "sha256": digest},
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
     }

@@ -129,7 +129,10 @@ def fetch(pin: Pin, cache_dir: Path, search_dirs: Iterable[Path] = (), index_url
         if candidate.is_file():
             check_archive(pin, candidate)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(candidate, dest)
+            fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=".copy-")
+            os.close(fd)
+            shutil.copyfile(candidate, tmp_name)
+            os.replace(tmp_name, dest)  # atomic: concurrent fetches never see a partial file
             return dest
     if offline:
         where = ", ".join(str(d) for d in search_dirs) or "no --pins-dir given"
@@ -159,9 +162,10 @@ def unpack(pin: Pin, archive: Path, cache_dir: Path) -> Path:
         try:
             _extract(archive, tmp)
             (tmp / ".complete").write_text(f"{pin.file} {pin.sha256}\n")
-            if top.exists():
-                shutil.rmtree(top)
-            os.replace(tmp, top)
+            if not (top / ".complete").is_file():  # another process may have finished first: keep its copy
+                if top.exists():
+                    shutil.rmtree(top)  # a stale, unfinished unpack
+                os.replace(tmp, top)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

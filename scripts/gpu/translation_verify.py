@@ -24,16 +24,19 @@ from orchestrator.translation.catalog import iter_tasks  # noqa: E402
 from orchestrator.translation.scoring import evaluate  # noqa: E402
 
 
-def build_all(task, settings: Settings, pins_dirs: list[Path]) -> dict:
-    roots = sources.prepare(task.manifest, settings.cache_dir, pins_dirs, offline=True)
+def build_all(task, settings: Settings, roots: dict) -> dict:
+    """The baseline, the reference and both adapters as candidates, built concurrently (one nvcc each)."""
+    jobs = {"a100": ("a100", None), "h100": ("h100", None),
+            "h100_as_candidate": ("candidate", task.file(task.manifest["h100"]["adapter"])),
+            "a100_as_candidate": ("candidate", task.file(task.manifest["a100"]["adapter"]))}
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {label: pool.submit(builds.build, task, side, roots, settings.cache_dir, candidate=cand)
+                   for label, (side, cand) in jobs.items()}
     out = {}
-    for side in ("a100", "h100"):
-        r = builds.build(task, side, roots, settings.cache_dir)
-        out[side] = {"ok": r.ok, "wall_s": round(r.wall_s, 1), "cached": r.cached}
-    # The adapters submitted as candidates (sm_90a): built here, in parallel, so scoring finds them cached.
-    for side in ("h100", "a100"):
-        r = builds.build(task, "candidate", roots, settings.cache_dir, candidate=task.file(task.manifest[side]["adapter"]))
-        out[f"{side}_as_candidate"] = {"ok": r.ok, "wall_s": round(r.wall_s, 1), "log": "" if r.ok else r.log[-3000:]}
+    for label, future in futures.items():
+        r = future.result()
+        out[label] = {"ok": r.ok, "wall_s": round(r.wall_s, 1), "cached": r.cached,
+                      **({} if r.ok else {"log": r.log[-3000:]})}
     return out
 
 
@@ -74,8 +77,10 @@ def main() -> int:
              if t.track == args.track and t.manifest["glue"] == "complete" and (not args.tasks or t.id in args.tasks)]
     report: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": {}}
     t0 = time.time()
+    # Pins first, one task after another (tasks share pins); then the builds, in parallel.
+    roots = {t.id: sources.prepare(t.manifest, settings.cache_dir, args.pins_dir, offline=True) for t in tasks}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {t.id: pool.submit(build_all, t, settings, args.pins_dir) for t in tasks}
+        futures = {t.id: pool.submit(build_all, t, settings, roots[t.id]) for t in tasks}
     for task in tasks:
         entry = report["tasks"].setdefault(task.id, {})
         try:
