@@ -138,3 +138,26 @@ def test_oracle_solutions_and_results_are_hidden(sandbox):
     r = run_py(sandbox, "import orchestrator.runner.judge; print('RUNNER OK')")
     assert "RUNNER OK" in r.stdout, r.stderr
     assert oracle.is_file(), "hiding must not touch the host's view"
+
+
+def test_gpu_lock_is_exclusive_for_timing_and_shared_for_trials(tmp_path):
+    import threading
+
+    from orchestrator.runner.judge import gpu_lock
+
+    path = str(tmp_path / "gpu0.lock")
+    events: list[str] = []
+    with gpu_lock(path, shared=True):
+        with gpu_lock(path, shared=True):  # readers share
+            events.append("two readers")
+
+        def writer():
+            with gpu_lock(path):
+                events.append("writer")
+
+        t = threading.Thread(target=writer)
+        t.start()
+        time.sleep(0.3)
+        assert "writer" not in events  # waits for the reader
+    t.join(5)
+    assert events == ["two readers", "writer"]

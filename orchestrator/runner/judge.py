@@ -168,11 +168,12 @@ class Judge:
     def _trial(self, cand: Candidate, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         inputs = self.problem.inputs(shape, seed, "cpu")
-        ref = self.reference(shape, inputs)
-        t0 = time.perf_counter()
-        reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
-                           "return_inputs": True, "reuse_buffers": reuse_buffers}, self.trial_timeout)
-        wall = time.perf_counter() - t0
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+            ref = self.reference(shape, inputs)
+            t0 = time.perf_counter()
+            reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
+                               "return_inputs": True, "reuse_buffers": reuse_buffers}, self.trial_timeout)
+            wall = time.perf_counter() - t0
         if not all(_equal(a, b) for a, b in zip(reply["inputs_after"], inputs)):
             raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
         scale = self.problem.tolerance_scale(to_device(inputs, self.device), ref)
@@ -256,17 +257,29 @@ class Judge:
 
 
 @contextlib.contextmanager
-def gpu_lock(path: str | None) -> Iterator[None]:
-    """An exclusive flock on `path` (one file per GPU, shared by every sandbox on the host)."""
+def gpu_lock(path: str | None, shared: bool = False) -> Iterator[None]:
+    """A reader-writer lock on one GPU, shared by every sandbox on the host.
+
+    Timing takes it exclusively; correctness and stress trials take it shared, so no other
+    evaluation's kernels run on the GPU while one is timed. A turnstile taken briefly by
+    every reader and held by a waiting writer keeps a stream of readers from starving it.
+    """
     if not path:
         yield
         return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with open(path + ".turnstile", "a") as turnstile, open(path, "a") as main:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if shared:
+            fcntl.flock(main, fcntl.LOCK_SH)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(main, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            fcntl.flock(main, fcntl.LOCK_UN)
+            if not shared:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 def _median(xs: list[float]) -> float:
