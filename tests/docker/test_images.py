@@ -2,6 +2,7 @@
 lock file written atomically, and publishing through a real registry on 127.0.0.1."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from orchestrator.config import REPO_ROOT, Settings
@@ -133,8 +135,10 @@ def test_publish_pull_by_digest_and_rerun(built, client, registry, tmp_path):
     # Remove the local copies, leaf first, so the rerun's image comes from the registry
     # (a parent layer that other local images build on stays, untagged).
     for entry in sorted(entries, key=lambda e: e["kind"] != "problem"):
-        for tag in client.images.get(entry["id"]).tags:
-            client.images.remove(tag, force=True)
+        image = client.images.get(entry["id"])
+        for reference in image.tags + (image.attrs.get("RepoDigests") or []):  # digest refs of earlier pulls too
+            with contextlib.suppress(docker.errors.NotFound):  # gone with its repository's tag
+                client.images.remove(reference, force=True)
     assert not _present(client, problem["id"])
 
     proc = run_cli("images", "pull", "--lock", str(lock))
