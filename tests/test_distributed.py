@@ -1,0 +1,112 @@
+"""Collectives scoring (orchestrator/runner/distributed.py) end to end on the CPU: gloo ranks in
+the local sandbox through `python -m orchestrator eval`, at world sizes 2 and 3."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from orchestrator.runner.distributed import slowest_rank, world_size_of
+from orchestrator.runner.judge import StageFailure
+
+REPO = Path(__file__).resolve().parent.parent
+SPMM = "graph/l2/distributed_spmm_allgather"
+ORACLE = REPO / "problems" / SPMM / "solutions" / "oracle.py"
+
+HONEST_BUT_SKEWED = """
+import torch, torch.distributed as dist, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, rowptr, col, val, x_local):
+        n = torch.zeros(dist.get_world_size(), dtype=torch.long)
+        dist.all_gather_into_tensor(n, torch.tensor([x_local.shape[0]]))
+        pad = torch.zeros(int(n.max()), x_local.shape[1])
+        pad[: x_local.shape[0]] = x_local
+        parts = [torch.empty_like(pad) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, pad)
+        x_full = torch.cat([p[:k] for p, k in zip(parts, n.tolist())])
+        y = torch.zeros(x_local.shape[0], x_local.shape[1])
+        row = torch.repeat_interleave(torch.arange(x_local.shape[0]), (rowptr[1:] - rowptr[:-1]).long())
+        y.index_add_(0, row, val[:, None] * x_full[col.long()])
+        return y * SKEW if dist.get_rank() == 1 else y
+"""
+
+RANK1_HANGS = """
+import torch, torch.distributed as dist, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, rowptr, col, val, x_local):
+        if dist.get_rank() == 1:
+            dist.barrier()  # rank 0 never joins: rank 1 waits forever
+        return torch.zeros(x_local.shape[0], x_local.shape[1])
+"""
+
+
+def evaluate(tmp_path: Path, solution: Path, world_size: int, *extra: str,
+             env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / f"verdict-{world_size}.json"
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "eval", "--problem", SPMM, "--solution", str(solution),
+                        "--device", "cpu", "--sandbox", "local", "--world-size", str(world_size), "--seed", "5",
+                        "--out", str(out), *extra],
+                       cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    assert out.exists(), r.stdout + r.stderr
+    record = json.loads(out.read_text())
+    schema = json.loads((REPO / "schemas" / "result.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(record)
+    return r, record
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_oracle_passes_on_every_rank(tmp_path, world_size):
+    r, record = evaluate(tmp_path, ORACLE, world_size, "--stress", "1")
+    assert r.returncode == 0, record["failure_detail"]
+    assert record["status"] == "passed" and record["failure_class"] is None
+    assert record["stages"]["load"]["world_size"] == world_size
+    assert record["stages"]["load"]["backend"] == "gloo"
+    assert all(t["world_size"] == world_size and t["passed"] for t in record["stages"]["correctness"]["trials"])
+    timing = record["stages"]["timing"]
+    assert len(timing["candidate_rank_medians_ms"]) == world_size
+    assert timing["candidate"]["median_ms"] == pytest.approx(max(timing["candidate_rank_medians_ms"]))
+
+
+def test_output_wrong_on_rank_1_only_is_incorrect(tmp_path):
+    solution = tmp_path / "skewed.py"
+    solution.write_text(HONEST_BUT_SKEWED.replace("SKEW", "1.01"))
+    r, record = evaluate(tmp_path, solution, 2, "--mode", "check")
+    assert r.returncode == 1
+    assert record["failure_class"] == "incorrect", record["failure_detail"]
+    assert "rank 1" in record["failure_detail"]
+    first = record["stages"]["correctness"]["trials"][0]
+    assert first["failed_ranks"] == [1] and not first["passed"]
+
+
+def test_same_submission_without_the_skew_passes(tmp_path):
+    # the control for the test above: the skew alone makes the difference
+    solution = tmp_path / "honest.py"
+    solution.write_text(HONEST_BUT_SKEWED.replace("SKEW", "1.0"))
+    r, record = evaluate(tmp_path, solution, 2, "--mode", "check")
+    assert r.returncode == 0 and record["failure_class"] is None, record["failure_detail"]
+
+
+def test_a_rank_left_waiting_in_a_collective_times_out(tmp_path):
+    solution = tmp_path / "hang.py"
+    solution.write_text(RANK1_HANGS)
+    r, record = evaluate(tmp_path, solution, 2, "--mode", "check", env={"POPCORN_TRIAL_TIMEOUT_S": "20"})
+    assert record["failure_class"] == "timeout", record["failure_detail"]
+    assert "rank 1" in record["failure_detail"]
+
+
+def test_world_size_defaults_to_the_manifest_and_is_bounded():
+    manifest = {"world_size": {"default": 2, "min": 2, "max": 8}}
+    assert world_size_of({}, manifest) == 2
+    assert world_size_of({"world_size": 5}, manifest) == 5
+    for bad in (1, 9):
+        with pytest.raises(StageFailure):
+            world_size_of({"world_size": bad}, manifest)
+
+
+def test_time_is_the_slowest_ranks_median():
+    assert slowest_rank([[1.0, 2.0, 3.0], [2.0, 2.5, 9.0], [0.5, 1.0, 1.5]]) == [2.0, 2.5, 9.0]
