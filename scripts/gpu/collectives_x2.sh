@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Collectives problems on a 2-GPU machine (kind nvidia-h200-x2): every collectives problem
+# that ships solutions/oracle.py is scored at world size 2 with NCCL (one GPU per rank,
+# NCCL_NVLS_ENABLE=0) through `python -m orchestrator eval`, plus the reference ranks'
+# own timing. One JSON line per problem goes to $OUT/collectives_x2.jsonl; full verdict
+# records to $OUT/verdicts/.
+#
+#   OUT=/tmp/out scripts/gpu/collectives_x2.sh [STRESS] [PER_PROBLEM_S]
+#   STRESS         hidden stress shapes per problem (default 3)
+#   PER_PROBLEM_S  wall limit of one evaluation (default 240; the whole run must fit a 10-minute call)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu/env.sh
+STRESS="${1:-3}"
+PER_PROBLEM_S="${2:-240}"
+export POPCORN_SANDBOX="${POPCORN_SANDBOX:-local}" POPCORN_COUNTERS=false POPCORN_GPUS=0,1
+mkdir -p "$OUT/verdicts"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
+: > "$OUT/collectives_x2.jsonl"
+for manifest in $(grep -l '"collectives": true' problems/*/l*/*/manifest.json); do
+    dir=$(dirname "$manifest"); id=${dir#problems/}
+    oracle="$dir/solutions/oracle.py"
+    [ -f "$oracle" ] || { echo "{\"problem\": \"$id\", \"status\": \"no_oracle\"}" >> "$OUT/collectives_x2.jsonl"; continue; }
+    out="$OUT/verdicts/${id//\//__}.json"
+    echo "== $id"
+    timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --problem "$id" --solution "$oracle" --device cuda \
+        --world-size 2 --stress "$STRESS" --seed 2 --out "$out" > "$OUT/verdicts/${id//\//__}.log" 2>&1
+    rc=$?
+    python3 - "$id" "$out" "$rc" >> "$OUT/collectives_x2.jsonl" <<'PY'
+import json, sys
+pid, path, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    r = json.load(open(path))
+except (OSError, ValueError):
+    print(json.dumps({"problem": pid, "status": "no_record", "exit": rc}))
+    raise SystemExit
+t = r["stages"].get("timing", {})
+print(json.dumps({"problem": pid, "status": r["status"], "exit": rc, "failure_class": r["failure_class"],
+                  "failure_detail": r["failure_detail"][:500], "world_size": r["stages"].get("load", {}).get("world_size"),
+                  "stress": f"{sum(x['passed'] for x in r['stages'].get('stress', {}).get('trials', []))}/"
+                            f"{r['stages'].get('stress', {}).get('n')}",
+                  "reference_ms": t.get("reference", {}).get("median_ms"),
+                  "oracle_ms": t.get("candidate", {}).get("median_ms"),
+                  "rank_medians_ms": t.get("candidate_rank_medians_ms"), "speedup": t.get("speedup"),
+                  "speedup_ci95": t.get("speedup_ci95"), "device": r["device"].get("name")}))
+PY
+    tail -1 "$OUT/collectives_x2.jsonl"
+done
