@@ -5,20 +5,23 @@ model's endpoint, on its sandbox's processes). Each leases the GPUs it needs fro
 `GpuPool`; with more episodes than GPUs, `ceil(max_parallel / gpus)` episodes share
 a GPU for their model turns and tools, and scoring takes its GPUs exclusively (see
 gpus.py). The driver appends each record as it comes (records.RunDir: atomic,
-resume-safe). An exception escaping an episode (a bad model configuration) stops new
-episodes from starting; running ones finish and are recorded; then it is raised.
+resume-safe). A bad model configuration (or Ctrl-C) stops new episodes from starting;
+running ones finish and are recorded; then it is raised. Any other exception escaping
+an episode becomes that episode's infra_error record, with its traceback.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import math
 import threading
+import time
+import traceback
 from typing import Any, Sequence
 
 from orchestrator.agent.records import RunDir
 from orchestrator.executors.gpus import GpuPool
 from orchestrator.executors.progress import Progress
-from orchestrator.executors.work import Item, Work
+from orchestrator.executors.work import Item, Work, failed_record, stops_the_run
 
 
 class LocalExecutor:
@@ -43,14 +46,18 @@ class LocalExecutor:
             if stop.is_set():
                 return
             lease = self.pool.acquire(work.gpus_needed(item, len(self.gpus)))
+            start = time.monotonic()
             try:
                 if stop.is_set():
                     return
                 record = work(item, lease, run_dir)
             except BaseException as exc:
-                stop.set()
-                errors.append(exc)
-                return
+                if stops_the_run(exc):
+                    stop.set()
+                    errors.append(exc)
+                    return
+                record = failed_record(work, item, f"executor: {type(exc).__name__}: {exc}",
+                                       traceback.format_exc(), time.monotonic() - start)
             finally:
                 lease.release()
             record.setdefault("placement", {}).update(executor=self.name, gpus=list(lease.gpus),

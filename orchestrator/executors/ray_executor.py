@@ -21,6 +21,7 @@ shared filesystem); Docker images are pulled by each node as the sandbox asks.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -32,7 +33,8 @@ from orchestrator.agent.records import RunDir, atomic_write
 from orchestrator.errors import UserError
 from orchestrator.executors.gpus import GpuState, Lease
 from orchestrator.executors.progress import Progress
-from orchestrator.executors.work import Item, Work, elapsed, rebase_record, record_files
+from orchestrator.executors.work import (Item, Work, elapsed, failed_record, rebase_record, record_files,
+                                         stops_the_run)
 
 DEFAULT_RETRIES = 2
 
@@ -105,10 +107,14 @@ class RayExecutor:
                 ray.shutdown()
 
     def _run(self, ray: Any, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
-        from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+        from ray.exceptions import RayError, RayTaskError
 
         task = ray.remote(run_on_worker)
         node_gpus = self._largest_node_gpus(ray)
+        needs = {item["episode_id"]: work.gpus_needed(item, node_gpus) for item in items}
+        if needs and max(needs.values()) > node_gpus:   # Ray would wait forever for such a node
+            raise UserError(f"an episode needs {max(needs.values())} GPU(s); the largest node of the Ray cluster "
+                            f"at {self.address or 'local'} has {node_gpus} (--device cpu runs without GPUs)")
         queue = list(items)
         queue.reverse()                      # pop() from the end keeps the planned order
         tries: dict[str, int] = {}
@@ -117,8 +123,7 @@ class RayExecutor:
         limit = self.max_parallel or len(items) or 1
 
         def submit(item: Item) -> None:
-            gpus = work.gpus_needed(item, node_gpus)
-            ref = task.options(num_gpus=gpus, num_cpus=self.cpus_per_episode, max_retries=0,
+            ref = task.options(num_gpus=needs[item["episode_id"]], num_cpus=self.cpus_per_episode, max_retries=0,
                                retry_exceptions=False, name=f"episode:{item['episode_id']}").remote(work, item)
             pending[ref] = item
             started[item["episode_id"]] = time.monotonic()
@@ -131,10 +136,9 @@ class RayExecutor:
                 item = pending.pop(ref)
                 try:
                     result = ray.get(ref)
-                except RayTaskError as exc:   # the episode code raised: a bad setup, not a lost worker
-                    if isinstance(exc.cause, TaskCancelledError):
-                        raise
-                    raise (exc.cause or exc) from exc
+                except RayTaskError as exc:   # the task's code raised on the worker: not a lost worker
+                    self._failed(work, item, exc, run_dir, progress, started)
+                    continue
                 except RayError as exc:       # the worker process or its node died
                     self._lost(work, item, exc, run_dir, progress, started, tries, queue)
                     continue
@@ -142,6 +146,22 @@ class RayExecutor:
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
+
+    @staticmethod
+    def _failed(work: Work, item: Item, exc: Any, run_dir: RunDir, progress: Progress,
+                started: dict[str, float]) -> None:
+        """The task's code raised on its worker (it cannot import orchestrator, read the
+        problem, ...): that episode's infra_error with the worker's traceback, unless the
+        model's configuration is bad (then the run stops, as locally)."""
+        cause = getattr(exc, "cause", None)
+        if cause is not None and stops_the_run(cause):
+            raise cause from exc
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()   # Ray colours its tracebacks
+        last = (text.splitlines() or ["?"])[-1]
+        record = failed_record(work, item, f"ray task failed on its worker: {last}", text,
+                               elapsed(started.get(item["episode_id"], time.monotonic())))
+        run_dir.append_record(record)
+        progress.update(record)
 
     def _lost(self, work: Work, item: Item, exc: BaseException, run_dir: RunDir, progress: Progress,
               started: dict[str, float], tries: dict[str, int], queue: list[Item]) -> None:

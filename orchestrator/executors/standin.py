@@ -40,19 +40,27 @@ class StandInWork:
     multi_gpu_every: int = 0       # every n-th item (by attempt) needs all available GPUs
     pid_dir: str | None = None
     run_id: str = "standin"
+    raise_on: dict[str, str] = dataclasses.field(default_factory=dict)   # episode id -> "config" | "bug"
 
     def gpus_needed(self, item: Item, available: int) -> int:
         if self.gpus_per_item == 0:
             return 0
         if self.multi_gpu_every and int(item["attempt"]) % self.multi_gpu_every == self.multi_gpu_every - 1:
             return max(1, available)
-        return min(self.gpus_per_item, max(available, 1))
+        return self.gpus_per_item
 
     def __call__(self, item: Item, lease: Lease, run_dir: RunDir) -> dict[str, Any]:
         if self.pid_dir:
             Path(self.pid_dir).mkdir(parents=True, exist_ok=True)
             (Path(self.pid_dir) / f"{item['episode_id']}.pid").write_text(str(os.getpid()))
         start, started_at = time.monotonic(), now_iso()
+        failure = self.raise_on.get(item["episode_id"])
+        if failure == "config":
+            from orchestrator.agent.client import ModelConfigError
+
+            raise ModelConfigError("stand-in: the endpoint rejects this model name")
+        if failure:
+            raise RuntimeError(f"stand-in: {failure}")
         time.sleep(self.agent_s)
         with lease.exclusive():
             held_from = time.monotonic()
@@ -64,7 +72,7 @@ class StandInWork:
         verdict = {**expected_verdict(item["episode_id"]),
                    "solution": {"path": str(artifact), "sha256": hashlib.sha256(code.encode()).hexdigest()}}
         return {"schema_version": 1, "kind": "episode", "run_id": self.run_id, "episode_id": item["episode_id"],
-                "problem": item["problem"], "attempt": int(item["attempt"]), "track": "standin",
+                "problem": item["problem"], "attempt": int(item["attempt"]), "track": "popcorn2",
                 "harness": "st", "model": "standin", "status": "completed", "error": None, "verdict": verdict,
                 "turns": 1, "tokens": {"prompt": 0, "completion": 0, "total": 0}, "tool_calls": [],
                 "transcript": str(run_dir.transcript(item["episode_id"]).relative_to(run_dir.path)),
@@ -74,7 +82,7 @@ class StandInWork:
                             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
 
     def lost_record(self, item: Item, error: str, wall_s: float) -> dict[str, Any]:
-        base = {"run_id": self.run_id, "track": "standin", "harness": "st", "model": "standin"}
+        base = {"run_id": self.run_id, "track": "popcorn2", "harness": "st", "model": "standin"}
         return infra_record(base, item, error, wall_s)
 
 

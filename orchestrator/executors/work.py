@@ -47,6 +47,20 @@ def infra_record(base: Mapping[str, Any], item: Item, error: str, wall_s: float)
             "started_at": stamp, "finished_at": stamp, "wall_s": round(wall_s, 3)}
 
 
+def stops_the_run(exc: BaseException) -> bool:
+    """A bad model configuration (every episode would fail alike) or an interrupt stops the
+    run; any other error escaping an episode is that episode's infra_error."""
+    from orchestrator.agent.client import ModelConfigError
+
+    return isinstance(exc, ModelConfigError) or not isinstance(exc, Exception)
+
+
+def failed_record(work: "Work", item: Item, summary: str, detail: str, wall_s: float) -> dict[str, Any]:
+    record = work.lost_record(item, summary, wall_s)
+    record["traceback"] = detail[-4000:]
+    return record
+
+
 # ------------------------------------------------------------------ GPU holds around the sandbox
 
 class LeasedSandbox:

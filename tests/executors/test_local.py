@@ -2,7 +2,7 @@
 sandbox and the real scoring pipeline."""
 from __future__ import annotations
 
-import dataclasses
+import json
 import threading
 import time
 from pathlib import Path
@@ -58,25 +58,35 @@ def test_gpus_are_shared_while_thinking_and_exclusive_while_scoring(tmp_path):
         sum(r["standin"]["held"][1] - r["standin"]["held"][0] for r in records for _ in r["standin"]["gpus"]), rel=0.05)
 
 
-@dataclasses.dataclass
-class FailsOn(StandInWork):
-    bad: str = ""
+def test_a_bad_model_configuration_stops_new_episodes_and_keeps_finished_records(tmp_path):
+    from orchestrator.agent.client import ModelConfigError
 
-    def __call__(self, item, lease, run_dir):
-        if item["episode_id"] == self.bad:
-            raise RuntimeError("the model's endpoint rejected the configuration")
-        return super().__call__(item, lease, run_dir)
-
-
-def test_an_error_escaping_an_episode_stops_new_ones_and_keeps_finished_records(tmp_path):
     run_dir = RunDir(tmp_path / "run")
     items = plan_items(20)
-    work = FailsOn(agent_s=0.05, scoring_s=0.05, bad=items[3]["episode_id"])
-    with pytest.raises(RuntimeError, match="rejected the configuration"):
+    work = StandInWork(agent_s=0.05, scoring_s=0.05, raise_on={items[3]["episode_id"]: "config"})
+    with pytest.raises(ModelConfigError, match="rejects this model name"):
         LocalExecutor([0], max_parallel=2).run(work, items, run_dir, Progress(20, "t", quiet=True))
     recorded = [r["episode_id"] for r in run_dir.load_records()]
     assert 3 <= len(recorded) < 19 and items[3]["episode_id"] not in recorded
     assert len(set(recorded)) == len(recorded)
+
+
+def test_any_other_error_is_that_episodes_infra_error_and_the_run_goes_on(tmp_path):
+    import jsonschema
+
+    from orchestrator.config import REPO_ROOT
+
+    run_dir = RunDir(tmp_path / "run")
+    items = plan_items(6)
+    bad = items[2]["episode_id"]
+    LocalExecutor([0, 1], max_parallel=3).run(StandInWork(agent_s=0.05, scoring_s=0.05, raise_on={bad: "a bug"}),
+                                              items, run_dir, Progress(6, "t", quiet=True))
+    records = {r["episode_id"]: r for r in run_dir.load_records()}
+    assert len(records) == 6 and records[bad]["status"] == "infra_error"
+    assert "RuntimeError: stand-in: a bug" in records[bad]["error"] and "Traceback" in records[bad]["traceback"]
+    assert all(r["status"] == "completed" for k, r in records.items() if k != bad)
+    schema = json.loads((REPO_ROOT / "schemas" / "result.schema.json").read_text())
+    jsonschema.validate(records[bad], {**schema, "oneOf": [{"$ref": "#/$defs/episode"}]})
 
 
 def test_failure_summary_by_class():

@@ -133,3 +133,36 @@ def test_killing_a_worker_and_a_node_mid_run_loses_no_episode(ray_cluster, tmp_p
     LocalExecutor([0, 1, 2, 3], max_parallel=4).run(StandInWork(agent_s=0.05, scoring_s=0.05, multi_gpu_every=5),
                                                     items, local_dir, Progress(len(items), "local", quiet=True))
     assert sorted(map(comparable, records)) == sorted(map(comparable, local_dir.load_records()))
+
+
+def test_errors_on_the_cluster(ray_cluster, tmp_path):
+    """Too many GPUs asked: one clear line, nothing submitted. A bug escaping one episode:
+    its infra_error record (worker traceback), the others run. A bad model configuration
+    stops the run."""
+    import ray
+
+    from orchestrator.agent.client import ModelConfigError
+    from orchestrator.errors import UserError
+
+    items = plan_items(4)
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    try:
+        executor = RayExecutor(ray_cluster.address)
+        with pytest.raises(UserError, match="needs 3 GPU"):
+            executor.run(StandInWork(gpus_per_item=3), items, RunDir(tmp_path / "big"), Progress(4, "t", quiet=True))
+        assert not (tmp_path / "big" / "episodes.jsonl").exists()
+
+        bad = items[1]["episode_id"]
+        run_dir = RunDir(tmp_path / "bug")
+        executor.run(StandInWork(agent_s=0.05, scoring_s=0.05, raise_on={bad: "a bug"}), items, run_dir,
+                     Progress(4, "t", quiet=True))
+        records = {r["episode_id"]: r for r in run_dir.load_records()}
+        assert len(records) == 4 and records[bad]["status"] == "infra_error"
+        assert "stand-in: a bug" in records[bad]["error"] and 'standin.py", line' in records[bad]["traceback"]
+        assert all(r["status"] == "completed" for k, r in records.items() if k != bad)
+
+        with pytest.raises(ModelConfigError, match="rejects this model name"):
+            executor.run(StandInWork(agent_s=0.05, scoring_s=0.05, raise_on={bad: "config"}), items,
+                         RunDir(tmp_path / "config"), Progress(4, "t", quiet=True))
+    finally:
+        ray.shutdown()
