@@ -64,7 +64,7 @@ def test_degeneracy():
 
 
 def test_tolerance_calibrated():
-    shape = {"n_seqs": 64, "seq_len": 256, "n_states": 32, "n_symbols": 16}
+    shape = {"n_seqs": 32, "seq_len": 128, "n_states": 32, "n_symbols": 16}
     max_abs, _ = case.drift(shape)
     assert max_abs * 5 <= case.tolerance["atol"] + case.tolerance["rtol"] * 1000
     case.check_calibration(shape)
