@@ -163,3 +163,39 @@ def test_scoring_holds_the_gpu_for_the_judge_only(tmp_path):
     assert time.monotonic() - started >= 1.5, "the judge ran while another episode used the GPU"
     assert verdict["status"] == "failed" and verdict["sandbox"]["backend"] == "local"
     assert pool.exclusive_seconds()[0] > 0.0
+
+
+def test_a_real_episode_under_a_gpu_lease(tmp_path):
+    """AgentWork with the built-in oracle:tools agent (every mt-default tool, then submit),
+    the real tools in a real local sandbox and the real scoring, under a lease of GPU 0
+    (the device is the CPU; the lease's holds are what is tested): the tools' sandbox
+    holds the GPU shared, scoring holds it exclusively, the record says so."""
+    from orchestrator.agent.accounting import Limits
+    from orchestrator.agent.builtin import builtin_agent
+    from orchestrator.agent.harness import EpisodeEnv, EpisodeSpec
+    from orchestrator.agent.run import sandbox_factory
+    from orchestrator.agent.tools import Scoring
+    from orchestrator.executors import AgentWork
+
+    settings = _settings(tmp_path)
+    run_dir = RunDir(tmp_path / "run")
+    env = EpisodeEnv(settings=settings, run_dir=run_dir, scoring=Scoring.real(), device="cpu",
+                     device_info={"type": "cpu"}, limits=Limits(max_turns=4),
+                     sandbox_factory=sandbox_factory(settings, "cpu", []))
+    work = AgentWork(env, lambda: builtin_agent("oracle:tools"), "run", 5,
+                     {"track": "popcorn2", "harness": "mt-default", "model": "oracle:tools"})
+    item = {"episode_id": "graph.l1.csr_spmv.a0", "problem": "graph/l1/csr_spmv", "attempt": 0}
+    assert work.gpus_needed(item, 2) == 0          # a CPU run leases nothing ...
+    lease = GpuPool([0]).acquire(1)                # ... so lease GPU 0 by hand
+    bound = work.bound_env(item, lease, run_dir)
+    assert bound.settings.gpus == "0" and isinstance(bound.scoring.evaluate, LeasedEvaluate)
+    box = bound.sandbox_factory(EpisodeSpec(run_id="run", episode_id=item["episode_id"], entry=work._entry(item),
+                                            track="popcorn2", harness="mt-default", model="oracle:tools",
+                                            attempt=0, seed=1))
+    assert isinstance(box, LeasedSandbox)
+    box.close()
+
+    record = work(item, lease, run_dir)
+    assert record["status"] == "completed" and record["verdict"]["status"] == "passed", record["error"]
+    assert set(record["tools_used"]) >= {"compile", "check", "specs", "static_analysis", "submit"}
+    assert lease.exclusive_s > 0.5                 # the judge ran under the exclusive hold
