@@ -489,7 +489,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pull.add_argument("--lock", type=Path, required=True)
     lst = sub.add_parser("list", help="the planned images, their tags and whether they exist")
     lst.add_argument("--toolchain", metavar="IMAGE")
-    clean = sub.add_parser("clean", help="remove popcorn images that the lock file does not name")
+    clean = sub.add_parser("clean", help="remove outdated builds of the images the lock file names")
     clean.add_argument("--lock", type=Path, default=DEFAULT_LOCK)
     clean.add_argument("--all", action="store_true", help="remove every popcorn image")
     host = sub.add_parser("host-toolchain", help="import a toolchain image made from this host (no registry)")
@@ -592,17 +592,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove outdated builds: popcorn images named in the lock file whose id is not the
+    locked one (and, with --all, every popcorn image). Images of other names are left
+    alone, so one checkout's clean never removes what another one built."""
     import docker.errors
 
     client = engine()
-    keep: set[str] = set()
+    locked: dict[str, str] = {}
     if not args.all:
         if not args.lock.exists():
             raise UserError(f"no lock file at {args.lock}: pass --lock FILE, or --all to remove every popcorn image")
-        keep = {e["id"] for e in read_lock(args.lock)["images"]}
+        locked = {e["name"]: e["id"] for e in read_lock(args.lock)["images"]}
     removed = 0
     for image in client.images.list(filters={"label": "popcorn.image"}):
-        if image.id in keep:
+        name = (image.labels or {}).get("popcorn.image", "")
+        if not args.all and (name not in locked or locked[name] == image.id):
             continue
         for tag in image.tags or [image.id]:
             try:

@@ -186,13 +186,21 @@ def _verdict_core(verdict: dict) -> dict:
 
 
 @pytest.mark.docker
-def test_clean_keeps_the_locked_images_and_removes_the_rest(built, client, tmp_path):
+def test_clean_removes_outdated_builds_and_keeps_the_locked_ones(built, client, tmp_path):
     import io
 
-    stray, _ = client.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL popcorn.image=popcorn/stray\n"),
-                                   tag="popcorn/stray:test", rm=True)
-    proc = run_cli("images", "clean", "--lock", str(built))
-    assert proc.returncode == 0, proc.stderr
-    assert not _present(client, stray.id)
-    assert all(_present(client, e["id"]) for e in json.loads(built.read_text())["images"])
-    assert run_cli("images", "clean", "--lock", str(tmp_path / "none.json")).returncode == 2
+    name = "popcorn/" + PROBLEM
+    stale, _ = client.images.build(fileobj=io.BytesIO(f"FROM scratch\nLABEL popcorn.image={name} stale=1\n".encode()),
+                                   tag=f"{name}:stale-test", rm=True)
+    other, _ = client.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL popcorn.image=popcorn/not-locked\n"),
+                                   tag="popcorn/not-locked:test", rm=True)
+    try:
+        proc = run_cli("images", "clean", "--lock", str(built))
+        assert proc.returncode == 0, proc.stderr
+        assert not _present(client, stale.id)
+        assert _present(client, other.id)  # not named in the lock: another checkout's business
+        assert all(_present(client, e["id"]) for e in json.loads(built.read_text())["images"])
+        assert run_cli("images", "clean", "--lock", str(tmp_path / "none.json")).returncode == 2
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.images.remove("popcorn/not-locked:test", force=True)
