@@ -165,9 +165,15 @@ class DockerSandbox(Sandbox):
         state = self._container.attrs["State"]
         if not state.get("Running"):
             raise SandboxUnavailable(f"container from {self.spec.image} exited at once: {state}")
-        # tini and its `sleep infinity`: everything else is a stray after a timeout
-        self._keep_pids = {int(state["Pid"])}
-        self._keep_pids |= {pid for pid, ppid, _ in self._processes() if ppid == int(state["Pid"])}
+        # init and its `sleep infinity`: everything else is a stray after a timeout. Wait
+        # for the sleep to exist, or a later stray sweep would kill it (and the container).
+        init_pid = int(state["Pid"])
+        for _ in range(100):
+            children = {pid for pid, ppid, _ in self._processes() if ppid == init_pid}
+            if children:
+                break
+            time.sleep(0.02)
+        self._keep_pids = {init_pid} | children
 
     def create_kwargs(self) -> dict[str, Any]:
         """The container's configuration: every hardening flag is set here."""
