@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +40,11 @@ from orchestrator.executors.work import (Item, Work, elapsed, failed_record, reb
 DEFAULT_RETRIES = 2
 
 
-def _import_ray() -> Any:
+def _import_ray(local_instance: bool = False) -> Any:
+    if local_instance and "ray" not in sys.modules:
+        # A Ray started here for this run serves only this machine: bind it to 127.0.0.1
+        # (Ray reads this when imported; on Linux it otherwise binds the external address).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError as exc:
@@ -83,7 +88,7 @@ class RayExecutor:
 
     def _connect(self) -> tuple[Any, bool]:
         """Ray, connected; and whether this call connected it (then run() disconnects)."""
-        ray = _import_ray()
+        ray = _import_ray(local_instance=self.address is None)
         if ray.is_initialized():
             return ray, False
         runtime_env = {"env_vars": self.env_vars} if self.env_vars else None
