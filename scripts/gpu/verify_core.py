@@ -38,14 +38,14 @@ def ceilings() -> dict:
 
 
 def oracles(pattern: str | None, stress: int) -> None:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from orchestrator.catalog import load_catalog, select
     from orchestrator.config import Settings
     from orchestrator.scoring.pipeline import evaluate
 
     ceiling = ceilings()["copy_gbs"]
-    settings = Settings(device="cuda", sandbox="local", stress=stress)
+    settings = Settings(device=os.environ.get("DEVICE", "cuda"), sandbox="local", stress=stress)
     entries = [e for e in select(load_catalog(settings), track="subdomain", pattern=pattern)
                if e.oracle and not e.collectives]
 
@@ -55,8 +55,15 @@ def oracles(pattern: str | None, stress: int) -> None:
 
     # Several evaluations at once: their correctness and stress phases (CPU-heavy input
     # generation) overlap; their timing phases take the per-GPU lock one at a time.
+    first = {"graph/l1/csr_spmv", "graph/l2/gat_attention", "graph/l3/egnn_stack", "biology/l1/smith_waterman_score",
+             "biology/l2/triangle_multiplicative_update", "biology/l3/evoformer_block",
+             "robotics/l1/forward_kinematics_dh", "robotics/l2/featherstone_aba", "robotics/l3/rigid_body_simulation",
+             "probability/l1/gibbs_ising_checkerboard", "probability/l2/flow_matching_ode_solver",
+             "probability/l3/particle_filter_bootstrap"}
+    entries.sort(key=lambda e: (e.id not in first, e.id))
     with ThreadPoolExecutor(int(os.environ.get("PARALLEL", 3))) as pool:
-        for e, r, wall in pool.map(one, entries):
+        for future in as_completed([pool.submit(one, e) for e in entries]):
+            e, r, wall = future.result()
             report_oracle(e, r, wall, ceiling)
 
 
@@ -73,7 +80,7 @@ def report_oracle(e, r: dict, wall: float, ceiling: float) -> None:
         nbytes = formula(e.manifest["bytes"], default_shape(e.manifest["shapes"], "cuda"))
         row["dram_gbs"] = nbytes / row["oracle_ms"] / 1e6
         row["dram_fraction"] = row["dram_gbs"] / ceiling
-    append("oracles.jsonl", row)
+    append("results.jsonl", {"kind": "oracle", **row})
     print(json.dumps(row), flush=True)
 
 
@@ -89,7 +96,7 @@ def repeat(problem: str, n: int) -> None:
         print(f"run {i}: {medians[-1]:.5f} ms", flush=True)
     cv = statistics.pstdev(medians) / statistics.fmean(medians)
     row = {"problem": problem, "runs": n, "medians_ms": medians, "cv_of_median": cv}
-    append("repeatability.jsonl", row)
+    append("results.jsonl", {"kind": "repeatability", **row})
     print(json.dumps(row), flush=True)
 
 
@@ -119,7 +126,7 @@ def ncu(problem: str) -> None:
         calls = 13
         total = sum(durations) / calls
         row.update(ncu_per_call_ms=total, relative_gap=(h - total) / total)
-    append("ncu.jsonl", row)
+    append("results.jsonl", {"kind": "ncu", **row})
     print(json.dumps(row), flush=True)
 
 
