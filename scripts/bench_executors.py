@@ -66,12 +66,14 @@ def throughput(args: argparse.Namespace) -> None:
         ray.init(address=args.ray_address, log_to_driver=False)
         try:
             ray_work = StandInWork(agent_s=args.agent_s, scoring_s=args.scoring_s)
+            _timed(RayExecutor(args.ray_address, max_parallel=args.gpus), ray_work, args.gpus)  # warm the workers
             ray_base = None
             for workers in _ints(args.workers):
                 wall, _ = _timed(RayExecutor(args.ray_address, max_parallel=workers), ray_work, args.episodes)
                 rate = args.episodes / wall * 3600
                 ray_base = ray_base or rate
-                rows.append(["ray", workers, f"{wall:.2f}", f"{rate:,.0f}", f"{rate / ray_base:.2f}x", "-"])
+                rows.append(["ray", workers, f"{wall:.2f}", f"{rate:,.0f}", f"{rate / ray_base:.2f}x",
+                             f"{_bound(workers, args.gpus, args.agent_s, args.scoring_s):,.0f}"])
         finally:
             ray.shutdown()
     print(f"throughput: {args.episodes} stand-in episodes (model {args.agent_s}s, scoring {args.scoring_s}s "
@@ -137,7 +139,7 @@ def main() -> int:
     t = sub.add_parser("throughput")
     t.add_argument("--episodes", type=int, default=32)
     t.add_argument("--workers", default="1,2,4,8,16")
-    t.add_argument("--gpus", type=int, default=4)
+    t.add_argument("--gpus", type=int, default=4, help="GPUs of the local pool; with Ray, the cluster's GPU count")
     t.add_argument("--agent-s", type=float, default=0.3)
     t.add_argument("--scoring-s", type=float, default=0.05)
     t.add_argument("--ray-address", default=None, help="also run the stand-in on this Ray cluster")
