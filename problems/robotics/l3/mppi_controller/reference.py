@@ -1,0 +1,71 @@
+"""robotics/l3/mppi_controller: Model Predictive Path Integral control of a kinematic bicycle.
+
+E environments, K sampled control sequences of horizon H, I iterations. The noise is an
+input (already scaled by sigma), so forward() is deterministic.
+"""
+import torch
+import torch.nn as nn
+
+DT = 0.05
+WHEELBASE = 2.5
+STEER_MAX, ACCEL_MAX = 0.5, 3.0
+
+
+def step(state, u):
+    """One Euler step of the kinematic bicycle; every update uses the old state."""
+    x, y, theta, v = state.unbind(-1)
+    steer, accel = u.unbind(-1)
+    return torch.stack([x + v * torch.cos(theta) * DT, y + v * torch.sin(theta) * DT,
+                        theta + v * torch.tan(steer) / WHEELBASE * DT, v + accel * DT], -1)
+
+
+def clamp_controls(u):
+    return torch.stack([u[..., 0].clamp(-STEER_MAX, STEER_MAX), u[..., 1].clamp(-ACCEL_MAX, ACCEL_MAX)], -1)
+
+
+class Model(nn.Module):
+    def forward(self, x0, goal, obs_centre, obs_radius, U0, eps, sigma, lam, w_goal, w_coll, w_vel, v_ref):
+        I, E, K, H, _ = eps.shape
+        U = U0
+        for i in range(I):
+            u = clamp_controls(U[:, None] + eps[i])                                  # [E,K,H,2]
+            state = x0[:, None].expand(E, K, 4)
+            cost = torch.zeros(E, K, dtype=x0.dtype, device=x0.device)
+            for t in range(H):
+                state = step(state, u[:, :, t])
+                p = state[..., :2]
+                dist = (p[:, :, None] - obs_centre[:, None]).norm(dim=-1)              # [E,K,O]
+                hits = (dist < obs_radius[:, None]).to(x0.dtype).sum(-1)
+                cost = cost + w_goal * ((p - goal[:, None]) ** 2).sum(-1) + w_coll * hits \
+                    + w_vel * (state[..., 3] - v_ref) ** 2
+            cost = cost + 10 * w_goal * ((state[..., :2] - goal[:, None]) ** 2).sum(-1)   # terminal
+            S = cost + lam * (U[:, None] * eps[i] / sigma ** 2).sum((-1, -2))
+            weights = torch.softmax(-(S - S.amin(1, keepdim=True)) / lam, dim=1)      # [E,K]
+            U = U + (weights[:, :, None, None] * eps[i]).sum(1)
+        u = clamp_controls(U)
+        state, rollout = x0, []
+        for t in range(H):
+            state = step(state, u[:, t])
+            rollout.append(state)
+        return U, S, torch.stack(rollout, 1)
+
+
+def get_init_inputs(shape):
+    return {}
+
+
+def get_inputs(shape, generator, device):
+    E, K, H, O, I = shape["envs"], shape["samples"], shape["horizon"], shape["obstacles"], shape["iters"]
+    g = generator
+    x0 = torch.stack([torch.zeros(E), torch.zeros(E), (torch.rand(E, generator=g) - 0.5) * 0.5,
+                      2.0 + 2.0 * torch.rand(E, generator=g)], -1)
+    goal = torch.stack([15.0 + 10.0 * torch.rand(E, generator=g), (torch.rand(E, generator=g) - 0.5) * 10.0], -1)
+    # obstacles scattered between start and goal
+    obs_centre = torch.stack([2.0 + 20.0 * torch.rand(E, O, generator=g),
+                              (torch.rand(E, O, generator=g) - 0.5) * 10.0], -1)
+    obs_radius = 0.5 + 1.5 * torch.rand(E, O, generator=g)
+    U0 = torch.stack([0.1 * torch.randn(E, H, generator=g), 0.5 + 0.5 * torch.randn(E, H, generator=g)], -1)  # warm start
+    sigma = torch.tensor([0.2, 1.0])
+    eps = torch.randn(I, E, K, H, 2, generator=g) * sigma
+    scalars = [torch.tensor(v) for v in (1.0, 0.05, 10.0, 0.1, 5.0)]   # lambda, w_goal, w_coll, w_vel, v_ref
+    return tuple(t.to(device) for t in (x0, goal, obs_centre, obs_radius, U0, eps, sigma, *scalars))
