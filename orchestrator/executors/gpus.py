@@ -18,9 +18,13 @@ what `scripts/bench_executors.py` reports as busy share.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator, Sequence
 
 
@@ -64,10 +68,40 @@ class SharedExclusiveLock:
                 self._cond.notify_all()
 
 
+class HostGpuLock:
+    """The same two holds across processes of one host: flock(2) on a file per GPU. Ray
+    tasks that share a GPU (fractional num_gpus) run in different worker processes.
+    flock has no writer preference: a waiting scoring run gets the GPU once no tool call
+    holds it, which tool calls (short, between model turns) leave room for."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @contextlib.contextmanager
+    def _hold(self, mode: int) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)           # closing the descriptor releases the lock
+
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        return self._hold(fcntl.LOCK_SH)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        return self._hold(fcntl.LOCK_EX)
+
+
+def host_lock_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "popcorn-gpu-locks"
+
+
 @dataclass
 class GpuState:
     index: int
-    lock: SharedExclusiveLock = field(default_factory=SharedExclusiveLock)
+    lock: SharedExclusiveLock | HostGpuLock = field(default_factory=SharedExclusiveLock)
     holders: int = 0                 # episodes leasing this GPU now
     exclusive_s: float = 0.0         # time spent under exclusive hold (scoring)
     busy_since: float | None = None  # start of the current exclusive hold

@@ -1,9 +1,11 @@
 """The Ray executor: each episode a Ray task with its GPU and CPU resources.
 
 The driver (`python -m orchestrator run --executor ray --ray-address ADDR`) submits one
-task per planned episode, `num_gpus` = the GPUs it needs (so Ray never puts two
-episodes on one GPU, and scoring on a GPU is exclusive by construction), `num_cpus` =
-1, at most `max_parallel` in flight. A task runs the episode on its node, in the
+task per planned episode, `num_gpus` = the GPUs it needs, `num_cpus` = 1, at most
+`max_parallel` in flight. A whole GPU per task makes scoring exclusive by construction;
+with `max_parallel` above the cluster's GPU count, single-GPU episodes get
+1/ceil(max_parallel / GPUs) of a GPU and hold it through a host-wide file lock, shared
+for tools and exclusive for scoring (gpus.HostGpuLock), as the local executor does. A task runs the episode on its node, in the
 chosen sandbox, into a scratch run directory, and returns its record with the
 transcript and artifact bytes; the driver writes them into results/<run>/ (only the
 driver writes episodes.jsonl).
@@ -20,6 +22,7 @@ shared filesystem); Docker images are pulled by each node as the sandbox asks.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -32,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 from orchestrator.agent.records import RunDir, atomic_write
 from orchestrator.errors import UserError
-from orchestrator.executors.gpus import GpuState, Lease
+from orchestrator.executors.gpus import GpuState, HostGpuLock, Lease, SharedExclusiveLock, host_lock_dir
 from orchestrator.executors.progress import Progress
 from orchestrator.executors.work import (Item, Work, elapsed, failed_record, rebase_record, record_files,
                                          stops_the_run)
@@ -52,12 +55,16 @@ def _import_ray(local_instance: bool = False) -> Any:
     return ray
 
 
-def run_on_worker(work: Work, item: Item) -> dict[str, Any]:
-    """The body of a Ray task: the episode under the GPUs Ray gave it, in a scratch run dir."""
+def run_on_worker(work: Work, item: Item, shares_gpu: bool = False) -> dict[str, Any]:
+    """The body of a Ray task: the episode under the GPUs Ray gave it, in a scratch run dir.
+    A task with a whole GPU has it to itself; tasks sharing a GPU (fractional num_gpus)
+    take the host-wide holds of gpus.HostGpuLock around tools (shared) and scoring
+    (exclusive)."""
     import ray
 
     gpus = sorted(int(g) for g in ray.get_gpu_ids())
-    lease = Lease(None, [GpuState(g) for g in gpus])  # Ray gave these GPUs to this task alone
+    locks = [HostGpuLock(host_lock_dir() / f"gpu-{g}.lock") if shares_gpu else SharedExclusiveLock() for g in gpus]
+    lease = Lease(None, [GpuState(g, lock) for g, lock in zip(gpus, locks)])
     scratch = Path(tempfile.mkdtemp(prefix="popcorn-episode-"))
     try:
         run_dir = RunDir(scratch)
@@ -99,6 +106,13 @@ class RayExecutor:
             raise UserError(f"--ray-address {self.address}: no Ray cluster answers ({exc})") from exc
         return ray, True
 
+    def _episodes_per_gpu(self, ray: Any) -> int:
+        """As locally: --max-parallel above the cluster's GPU count shares GPUs."""
+        total = int(ray.cluster_resources().get("GPU", 0))
+        if not self.max_parallel or total == 0 or self.max_parallel <= total:
+            return 1
+        return math.ceil(self.max_parallel / total)
+
     @staticmethod
     def _largest_node_gpus(ray: Any) -> int:
         return max([int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")] or [0])
@@ -117,6 +131,7 @@ class RayExecutor:
         task = ray.remote(run_on_worker)
         node_gpus = self._largest_node_gpus(ray)
         needs = {item["episode_id"]: work.gpus_needed(item, node_gpus) for item in items}
+        per_gpu = self._episodes_per_gpu(ray)
         if needs and max(needs.values()) > node_gpus:   # Ray would wait forever for such a node
             raise UserError(f"an episode needs {max(needs.values())} GPU(s); the largest node of the Ray cluster "
                             f"at {self.address or 'local'} has {node_gpus} (--device cpu runs without GPUs)")
@@ -128,8 +143,11 @@ class RayExecutor:
         limit = self.max_parallel or len(items) or 1
 
         def submit(item: Item) -> None:
-            ref = task.options(num_gpus=needs[item["episode_id"]], num_cpus=self.cpus_per_episode, max_retries=0,
-                               retry_exceptions=False, name=f"episode:{item['episode_id']}").remote(work, item)
+            gpus = needs[item["episode_id"]]
+            shares = gpus == 1 and per_gpu > 1          # multi-GPU episodes take whole GPUs
+            ref = task.options(num_gpus=1 / per_gpu if shares else gpus, num_cpus=self.cpus_per_episode,
+                               max_retries=0, retry_exceptions=False,
+                               name=f"episode:{item['episode_id']}").remote(work, item, shares)
             pending[ref] = item
             started[item["episode_id"]] = time.monotonic()
 

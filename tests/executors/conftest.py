@@ -1,5 +1,5 @@
 """Fixtures of the executor tests: one real Ray cluster (head + two worker nodes with
-two fake GPUs each, bound to 127.0.0.1) per module that asks for it, always stopped."""
+two fake GPUs and four CPUs each, bound to 127.0.0.1) per module that asks for it, always stopped."""
 from __future__ import annotations
 
 import sys
@@ -21,5 +21,5 @@ def ray_cluster() -> Iterator[Any]:
         pytest.skip("Ray is not installed (scripts/install/executors.sh installs it)")
     from ray_cluster import local_cluster
 
-    with local_cluster(workers=2, gpus_per_worker=2) as cluster:
+    with local_cluster(workers=2, gpus_per_worker=2, cpus_per_worker=4) as cluster:
         yield cluster

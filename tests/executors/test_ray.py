@@ -166,3 +166,32 @@ def test_errors_on_the_cluster(ray_cluster, tmp_path):
                          RunDir(tmp_path / "config"), Progress(4, "t", quiet=True))
     finally:
         ray.shutdown()
+
+
+def test_more_episodes_than_gpus_share_them_and_score_alone(ray_cluster, tmp_path):
+    """--max-parallel 8 on 4 GPUs: two episodes per GPU (num_gpus 0.5) think at the same
+    time; their scoring holds the GPU exclusively through the host-wide lock."""
+    import ray
+
+    run_dir = RunDir(tmp_path / "run")
+    items = plan_items(16)
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    try:
+        RayExecutor(ray_cluster.address, max_parallel=8).run(StandInWork(agent_s=1.0, scoring_s=0.3), items, run_dir,
+                                                             Progress(16, "t", quiet=True))
+    finally:
+        ray.shutdown()
+    records = run_dir.load_records()
+    assert len(records) == 16 and all(len(r["standin"]["gpus"]) == 1 for r in records)
+    by_gpu: dict[int, list] = {}
+    for r in records:   # one host: GPU index i of either node takes the same host lock
+        by_gpu.setdefault(r["standin"]["gpus"][0], []).append(sorted(r["standin"]["held"]))
+    for spans in by_gpu.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "two scorings overlapped on one GPU"
+    edges = sorted([(r["standin"]["span"][0], 1) for r in records] + [(r["standin"]["span"][1], -1) for r in records])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak > 4, f"at most {peak} episodes ran at once on 4 GPUs"
