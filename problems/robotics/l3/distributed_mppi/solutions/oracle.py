@@ -34,8 +34,9 @@ class ModelNew(nn.Module):
             m = S.amin(1)
             w = torch.exp(-(S - m[:, None]) / lam)
             packed = torch.cat([m[:, None], w.sum(1, keepdim=True), torch.einsum("ek,ekhc->ehc", w, eps[i]).reshape(E, -1)], 1)
-            parts = torch.empty(world, *packed.shape, dtype=packed.dtype, device=packed.device)
-            dist.all_gather_into_tensor(parts, packed)
+            parts = [torch.empty_like(packed) for _ in range(world)]
+            dist.all_gather(parts, packed)
+            parts = torch.stack(parts)
             scale = torch.exp(-(parts[:, :, 0] - parts[:, :, 0].amin(0)) / lam)  # [W, E]
             z = (scale * parts[:, :, 1]).sum(0)
             num = (scale[:, :, None] * parts[:, :, 2:]).sum(0).view(E, H, 2)
