@@ -437,7 +437,8 @@ def resolve_image(problem_id: str, lock_path: Path | None = None, settings: Sett
     """The image a problem's sandboxes run, as (reference to run, digest to record).
 
     With a lock file: exactly the recorded image (its id must be on the engine; pull it
-    with `images pull --lock`). Without: the current content-hash tag, which must exist.
+    with `images pull --lock`). Without: the current content-hash tag (on the toolchain
+    the last `images build` recorded in images.lock.json), which must exist.
     Raises UserError naming the image and how to get it.
     """
     client = client or engine()
@@ -456,7 +457,11 @@ def resolve_image(problem_id: str, lock_path: Path | None = None, settings: Sett
         recorded = f"{entry['repository']}@{entry['digest']}" if entry.get("digest") else entry["id"]
         return entry["id"], recorded
     settings = settings or Settings()
-    for spec in plan(settings):
+    # the toolchain the last `images build` used (recorded in the default lock file)
+    toolchain = read_lock(DEFAULT_LOCK).get("toolchain") if DEFAULT_LOCK.is_file() else None
+    if toolchain == f"{NAMESPACE}/toolchain":
+        toolchain = None
+    for spec in plan(settings, toolchain, client):
         if spec.problem == problem_id:
             check_dockerfiles([spec])
             if not _exists(client, spec.ref):
