@@ -172,7 +172,7 @@ def test_sigkilled_orchestrator_leaves_nothing_after_prune(problem_image, client
         print(sb.container_id, flush=True)
         sb.exec(["sleep", "600"], timeout_s=600)
     """)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))})
     cid = child.stdout.readline().strip()
     assert cid
     time.sleep(1)
