@@ -15,7 +15,7 @@ STRESS="${1:-3}"
 PER_PROBLEM_S="${2:-240}"
 export POPCORN_SANDBOX="${POPCORN_SANDBOX:-local}" POPCORN_COUNTERS=false POPCORN_GPUS=0,1
 mkdir -p "$OUT/verdicts"
-nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
 : > "$OUT/collectives_x2.jsonl"
 for manifest in $(grep -l '"collectives": true' problems/*/l*/*/manifest.json); do
@@ -24,7 +24,7 @@ for manifest in $(grep -l '"collectives": true' problems/*/l*/*/manifest.json); 
     [ -f "$oracle" ] || { echo "{\"problem\": \"$id\", \"status\": \"no_oracle\"}" >> "$OUT/collectives_x2.jsonl"; continue; }
     out="$OUT/verdicts/${id//\//__}.json"
     echo "== $id"
-    timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --problem "$id" --solution "$oracle" --device cuda \
+    timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --problem "$id" --solution "$oracle" --device "${COLLECTIVES_DEVICE:-cuda}" \
         --world-size 2 --stress "$STRESS" --seed 2 --out "$out" > "$OUT/verdicts/${id//\//__}.log" 2>&1
     rc=$?
     python3 - "$id" "$out" "$rc" >> "$OUT/collectives_x2.jsonl" <<'PY'

@@ -71,12 +71,12 @@ echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCK
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 step "hardening + GPU tests with a GPU attached ($ngpu GPUs)"
 POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
-    timeout 420 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
+    timeout 300 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
     2>&1 | tee "$OUT/docker_tests.log" | tail -60
 
 step "oracles scored in per-problem containers"
-timeout 600 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
-    --gpus 0 --budget-s "${ORACLE_BUDGET_S:-240}"
+timeout 480 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
+    --gpus 0 --budget-s "${ORACLE_BUDGET_S:-150}"
 
 step "leftovers"
 python3 -m orchestrator sandbox prune

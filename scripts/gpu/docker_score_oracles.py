@@ -42,7 +42,7 @@ def score(problem_id: str, lock: Path, gpus: tuple[int, ...], stress: int) -> di
     with create("docker", SandboxSpec(image=ref, run_id="gpu-oracles", episode=problem_id, gpus=gpus,
                                       memory_bytes=64 << 30, cpus=8.0, pids=4096, shm_bytes=8 << 30)) as sb:
         sb.put_files({**problem_files(folder), "solution.py": (folder / "solutions" / "oracle.py").read_bytes()})
-        result = sb.exec([sb.python, "-m", "orchestrator.runner.judge"], timeout_s=900,
+        result = sb.exec([sb.python, "-m", "orchestrator.runner.judge"], timeout_s=300,
                          stdin=json.dumps(job).encode())
         isolation = sb.isolation
     verdict = parse_verdict(result.stdout, nonce)
