@@ -195,6 +195,23 @@ def _gpus(settings: Any, device: str) -> list[int]:
         raise UserError(f"--gpus {settings.gpus!r} is not a comma-separated list of indices") from exc
 
 
+def _sweep_leftover_containers(settings: Any) -> None:
+    """A run starts by removing containers that a killed orchestrator left behind."""
+    if settings.sandbox == "local":
+        return
+    from orchestrator.sandbox.base import SandboxUnavailable
+    from orchestrator.sandbox.commands import prune
+    from orchestrator.sandbox.docker import engine_available
+
+    if engine_available():
+        try:
+            removed = prune(orphans_only=True)
+        except SandboxUnavailable:
+            return
+        if removed:
+            print(f"removed {len(removed)} container(s) left by an earlier, killed run", file=sys.stderr)
+
+
 def sandbox_factory(settings: Any, device: str, gpus: list[int]) -> Callable[[EpisodeSpec], Any]:
     """One sandbox per episode for the tools; the pipeline's spec when it offers one."""
     def factory(spec: EpisodeSpec) -> Any:
@@ -239,6 +256,7 @@ def main(args: argparse.Namespace) -> int:
         if any(g >= torch.cuda.device_count() for g in gpus):
             raise UserError(f"--gpus {settings.gpus}: this host has {torch.cuda.device_count()} GPU(s)")
 
+    _sweep_leftover_containers(settings)
     if resume:
         assert run_dir is not None
         info = run_dir.read_run()
