@@ -121,3 +121,26 @@ def test_bad_requests_fail_loudly_and_a_cpu_lease_holds_nothing():
     assert lease.gpus == ()
     with lease.exclusive(), lease.shared():   # no GPU: nothing to wait for
         pass
+
+
+def test_host_lock_excludes_across_processes(tmp_path):
+    """HostGpuLock (flock) between this process and a child: the child's exclusive hold
+    waits for our shared one; a second shared hold does not wait."""
+    import subprocess
+    import sys
+
+    from orchestrator.executors.gpus import HostGpuLock
+
+    path = tmp_path / "gpu-0.lock"
+    lock = HostGpuLock(path)
+    child = ("import sys, time; from pathlib import Path; from orchestrator.executors.gpus import HostGpuLock\n"
+             "lock = HostGpuLock(Path(sys.argv[1])); t = time.monotonic()\n"
+             "with getattr(lock, sys.argv[2])(): print(round(time.monotonic() - t, 2))")
+    with lock.shared():
+        shared = subprocess.Popen([sys.executable, "-c", child, str(path), "shared"], stdout=subprocess.PIPE, text=True)
+        exclusive = subprocess.Popen([sys.executable, "-c", child, str(path), "exclusive"], stdout=subprocess.PIPE,
+                                     text=True)
+        assert float(shared.communicate(timeout=60)[0]) < 1.0
+        time.sleep(1.5)
+        assert exclusive.poll() is None        # still waiting for our shared hold
+    assert float(exclusive.communicate(timeout=60)[0]) >= 1.0

@@ -109,6 +109,8 @@ def test_killing_a_worker_and_a_node_mid_run_loses_no_episode(ray_cluster, tmp_p
         assert not errors, errors
     finally:
         ray.shutdown()
+        ray_cluster.add_node(num_cpus=4, num_gpus=2)   # the next tests get the cluster they expect
+        ray_cluster.wait_for_nodes()
     records = run_dir.load_records()
     assert sorted(r["episode_id"] for r in records) == sorted(i["episode_id"] for i in items)  # once each
     assert all(r["status"] == "completed" for r in records)
