@@ -5,10 +5,10 @@ task per planned episode, `num_gpus` = the GPUs it needs, `num_cpus` = 1, at mos
 `max_parallel` in flight. A whole GPU per task makes scoring exclusive by construction;
 with `max_parallel` above the cluster's GPU count, single-GPU episodes get
 1/ceil(max_parallel / GPUs) of a GPU and hold it through a host-wide file lock, shared
-for tools and exclusive for scoring (gpus.HostGpuLock), as the local executor does. A task runs the episode on its node, in the
-chosen sandbox, into a scratch run directory, and returns its record with the
-transcript and artifact bytes; the driver writes them into results/<run>/ (only the
-driver writes episodes.jsonl).
+for tools and exclusive for scoring (gpus.HostGpuLock), as the local executor does. A
+task runs the episode on its node, in the chosen sandbox, into a scratch run directory,
+and returns its record with the transcript and artifact bytes; the driver writes them
+into results/<run>/ (only the driver writes episodes.jsonl).
 
 Ray's own task retries are off (max_retries=0) so that a loss is seen and recorded: a
 task whose worker process or node died gets an infra_error record in
@@ -51,7 +51,7 @@ def _import_ray(local_instance: bool = False) -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise UserError("--executor ray needs Ray: pip install 'ray>=2.9' (scripts/install/executors.sh)") from exc
+        raise UserError("--executor ray needs Ray: scripts/install/executors.sh installs the tested version") from exc
     return ray
 
 

@@ -78,7 +78,8 @@ class StandInWork:
                 "transcript": str(run_dir.transcript(item["episode_id"]).relative_to(run_dir.path)),
                 "artifact": {"path": str(artifact.relative_to(run_dir.path)), "sha256": verdict["solution"]["sha256"]},
                 "started_at": started_at, "finished_at": now_iso(), "wall_s": round(time.monotonic() - start, 3),
-                "standin": {"gpus": list(lease.gpus), "pid": os.getpid(), "held": [held_from, held_to], "span": [start, time.monotonic()],
+                "standin": {"gpus": list(lease.gpus), "pid": os.getpid(), "held": [held_from, held_to],
+                            "span": [start, time.monotonic()],
                             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}
 
     def lost_record(self, item: Item, error: str, wall_s: float) -> dict[str, Any]:

@@ -158,7 +158,10 @@ class AgentWork:
 
         env = self.env
         gpus = list(lease.gpus)
-        settings = env.settings.model_copy(update={"device": env.device, **({"gpus": ",".join(map(str, gpus))} if gpus else {})})
+        update: dict[str, Any] = {"device": env.device}
+        if gpus:
+            update["gpus"] = ",".join(map(str, gpus))
+        settings = env.settings.model_copy(update=update)
         make_box = sandbox_factory(settings, env.device, gpus)
 
         def leased_factory(spec: Any) -> Any:
