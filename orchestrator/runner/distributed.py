@@ -107,6 +107,8 @@ def serve_rank(conn: Any, device: str, log_path: str, rank: int, world_size: int
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
         kwargs["device_id"] = torch.device(device)
+    else:  # ranks share the host's cores: oversubscribed OpenMP pools spin and distort timings 10-100x
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // world_size))
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
                             timeout=dt.timedelta(seconds=timeout_s), **kwargs)
     candidate.Server = RankServer  # this process only: serve() builds its server from this name
