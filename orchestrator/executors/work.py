@@ -10,6 +10,7 @@ same shape for tests and benchmarks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,6 +123,14 @@ class LeasedEvaluate:
 
 # ------------------------------------------------------------------ the real episode
 
+@functools.lru_cache(maxsize=None)
+def _device_info(device: str, gpus: tuple[int, ...]) -> dict[str, Any]:
+    """What the prompt says about the episode's GPU (asked once per GPU set)."""
+    from orchestrator.agent.prompts import host_device_info
+
+    return host_device_info(device, list(gpus))
+
+
 @dataclasses.dataclass
 class AgentWork:
     """One agent episode as `python -m orchestrator run` runs it (orchestrator/agent/run.py).
@@ -152,7 +161,6 @@ class AgentWork:
         return max(1, min(world, available))
 
     def bound_env(self, item: Item, lease: Lease, run_dir: RunDir) -> Any:
-        from orchestrator.agent.prompts import host_device_info
         from orchestrator.agent.run import sandbox_factory
         from orchestrator.agent.tools import Scoring
 
@@ -170,7 +178,7 @@ class AgentWork:
 
         scoring = Scoring(evaluate=LeasedEvaluate(env.scoring.evaluate, lease, self.run_id, item["episode_id"]),
                           analyze=env.scoring.analyze)
-        device_info = host_device_info(env.device, gpus) if gpus else env.device_info
+        device_info = _device_info(env.device, tuple(gpus)) if gpus else env.device_info
         return dataclasses.replace(env, settings=settings, run_dir=run_dir, scoring=scoring,
                                    sandbox_factory=leased_factory, device_info=device_info)
 

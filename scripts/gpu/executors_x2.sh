@@ -16,7 +16,7 @@ source scripts/gpu/env.sh
 PROBLEMS="${1:-}"
 PASS_S="${2:-200}"
 export POPCORN_RESULTS_DIR="$OUT/results" POPCORN_CACHE_DIR="$OUT/cache"
-export POPCORN_SANDBOX="${POPCORN_SANDBOX:-local}" POPCORN_DEVICE=cuda POPCORN_STRESS="${POPCORN_STRESS:-2}"
+export POPCORN_SANDBOX="${POPCORN_SANDBOX:-local}" POPCORN_DEVICE="${POPCORN_DEVICE:-cuda}" POPCORN_STRESS="${POPCORN_STRESS:-2}"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
 
 pass() {  # pass NAME GPUS MAX_PARALLEL
