@@ -108,12 +108,11 @@ class LeasedEvaluate:
         if getattr(entry, "kind", "problem") != "problem":
             with self.lease.exclusive():  # translation scoring builds its own sandboxes
                 return self.inner(entry, solution_path, settings, mode=mode, sandbox=None, **kwargs)
-        from orchestrator.sandbox.base import SandboxError, create
+        from orchestrator.sandbox.base import SandboxError
         from orchestrator.scoring import pipeline
 
-        spec = pipeline.sandbox_spec(entry, settings, run_id=self.run_id, episode=f"{self.episode_id}.score")
-        try:
-            fresh = create(settings.sandbox, spec)
+        try:  # the sandbox the pipeline would create itself (backend, image, GPUs), made here
+            fresh = pipeline.create_sandbox(entry, settings, run_id=self.run_id, episode=f"{self.episode_id}.score")
         except SandboxError:
             with self.lease.exclusive():  # let the pipeline record the failure as it always does
                 return self.inner(entry, solution_path, settings, mode=mode, sandbox=None, **kwargs)
@@ -129,6 +128,18 @@ def _device_info(device: str, gpus: tuple[int, ...]) -> dict[str, Any]:
     from orchestrator.agent.prompts import host_device_info
 
     return host_device_info(device, list(gpus))
+
+
+def world_size(manifest: Mapping[str, Any], settings: Any, available: int) -> int:
+    """Ranks of a collectives problem: --world-size, else the manifest's default (a number,
+    or {"default", "min", "max"}), else every GPU available."""
+    chosen = getattr(settings, "world_size", None)
+    if chosen:
+        return int(chosen)
+    declared = manifest.get("world_size")
+    if isinstance(declared, Mapping):
+        declared = declared.get("default")
+    return int(declared) if declared else available
 
 
 @dataclasses.dataclass
@@ -157,8 +168,7 @@ class AgentWork:
         entry = self._entry(item)
         if not entry.collectives:
             return 1
-        world = int(entry.manifest.get("world_size") or available)
-        return max(1, min(world, available))
+        return max(1, min(world_size(entry.manifest, self.env.settings, available), available))
 
     def bound_env(self, item: Item, lease: Lease, run_dir: RunDir) -> Any:
         from orchestrator.agent.run import sandbox_factory

@@ -199,3 +199,26 @@ def test_a_real_episode_under_a_gpu_lease(tmp_path):
     assert record["status"] == "completed" and record["verdict"]["status"] == "passed", record["error"]
     assert set(record["tools_used"]) >= {"compile", "check", "specs", "static_analysis", "submit"}
     assert lease.exclusive_s > 0.5                 # the judge ran under the exclusive hold
+
+
+def test_gpus_an_episode_needs(tmp_path):
+    """One GPU; world_size GPUs for a collectives problem (manifest default, --world-size,
+    capped by the GPUs there are); none on a CPU."""
+    from orchestrator.agent.accounting import Limits
+    from orchestrator.agent.harness import EpisodeEnv
+    from orchestrator.agent.tools import Scoring
+    from orchestrator.executors import AgentWork
+
+    def work(device: str, **overrides) -> AgentWork:
+        settings = _settings(tmp_path).model_copy(update={"device": device, **overrides})
+        env = EpisodeEnv(settings=settings, run_dir=RunDir(tmp_path), scoring=Scoring.real(), device=device,
+                         device_info={}, limits=Limits(), sandbox_factory=lambda spec: None)
+        return AgentWork(env, lambda: None, "run", 1, {"track": "subdomain", "harness": "st", "model": "oracle"})
+
+    single = {"episode_id": "a", "problem": "graph/l1/csr_spmv", "attempt": 0}
+    ranks = {"episode_id": "b", "problem": "probability/l3/distributed_particle_filter", "attempt": 0}
+    assert work("cuda").gpus_needed(single, 8) == 1
+    assert work("cuda").gpus_needed(ranks, 8) == 2                  # the manifest's default world size
+    assert work("cuda", world_size=4).gpus_needed(ranks, 8) == 4
+    assert work("cuda", world_size=4).gpus_needed(ranks, 3) == 3    # no more than there are
+    assert work("cpu").gpus_needed(ranks, 8) == 0
