@@ -19,6 +19,7 @@ import traceback
 from typing import Any, Sequence
 
 from orchestrator.agent.records import RunDir
+from orchestrator.errors import UserError
 from orchestrator.executors.gpus import GpuPool
 from orchestrator.executors.progress import Progress
 from orchestrator.executors.work import Item, Work, failed_record, stops_the_run
@@ -38,6 +39,12 @@ class LocalExecutor:
         return f"local executor, {self.max_parallel} at a time ({where})"
 
     def run(self, work: Work, items: Sequence[Item], run_dir: RunDir, progress: Progress) -> None:
+        needs = {item["episode_id"]: work.gpus_needed(item, len(self.gpus)) for item in items}
+        too_big = [(episode, n) for episode, n in needs.items() if self.gpus and n > len(self.gpus)]
+        if too_big:
+            episode, n = max(too_big, key=lambda pair: pair[1])
+            raise UserError(f"{episode} needs {n} GPUs (one per rank); --gpus gives {len(self.gpus)}: "
+                            f"pass more, or a smaller --world-size")
         write_lock = threading.Lock()
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -45,7 +52,7 @@ class LocalExecutor:
         def one(item: Item) -> None:
             if stop.is_set():
                 return
-            lease = self.pool.acquire(work.gpus_needed(item, len(self.gpus)))
+            lease = self.pool.acquire(needs[item["episode_id"]])
             start = time.monotonic()
             try:
                 if stop.is_set():

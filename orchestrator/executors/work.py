@@ -24,7 +24,9 @@ Item = dict[str, Any]  # a planned episode: {"episode_id", "problem", "attempt"}
 
 class Work(Protocol):
     def gpus_needed(self, item: Item, available: int) -> int:
-        """GPUs the item holds for its whole life (0 on a CPU); `available` caps world_size."""
+        """GPUs the item holds for its whole life (0 on a CPU); `available` (the GPUs an
+        executor has, or its largest node's) is the world size of a collectives problem
+        that does not declare one."""
 
     def __call__(self, item: Item, lease: Lease, run_dir: RunDir) -> dict[str, Any]:
         """Run the item and return its record; transcripts and artifacts go under run_dir."""
@@ -168,7 +170,7 @@ class AgentWork:
         entry = self._entry(item)
         if not entry.collectives:
             return 1
-        return max(1, min(world_size(entry.manifest, self.env.settings, available), available))
+        return max(1, world_size(entry.manifest, self.env.settings, available))
 
     def bound_env(self, item: Item, lease: Lease, run_dir: RunDir) -> Any:
         from orchestrator.agent.run import sandbox_factory

@@ -202,8 +202,8 @@ def test_a_real_episode_under_a_gpu_lease(tmp_path):
 
 
 def test_gpus_an_episode_needs(tmp_path):
-    """One GPU; world_size GPUs for a collectives problem (manifest default, --world-size,
-    capped by the GPUs there are); none on a CPU."""
+    """One GPU; world_size GPUs for a collectives problem (manifest default, --world-size);
+    none on a CPU. A world larger than --gpus is refused before anything runs."""
     from orchestrator.agent.accounting import Limits
     from orchestrator.agent.harness import EpisodeEnv
     from orchestrator.agent.tools import Scoring
@@ -220,5 +220,10 @@ def test_gpus_an_episode_needs(tmp_path):
     assert work("cuda").gpus_needed(single, 8) == 1
     assert work("cuda").gpus_needed(ranks, 8) == 2                  # the manifest's default world size
     assert work("cuda", world_size=4).gpus_needed(ranks, 8) == 4
-    assert work("cuda", world_size=4).gpus_needed(ranks, 3) == 3    # no more than there are
     assert work("cpu").gpus_needed(ranks, 8) == 0
+    from orchestrator.errors import UserError
+
+    with pytest.raises(UserError, match="needs 4 GPUs .one per rank.; --gpus gives 3"):
+        LocalExecutor([0, 1, 2]).run(work("cuda", world_size=4), [single, ranks], RunDir(tmp_path / "r"),
+                                     Progress(2, "t", quiet=True))
+    assert not (tmp_path / "r" / "episodes.jsonl").exists()
