@@ -7,7 +7,7 @@ import torch
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
-CALIBRATION_SHAPE = {"batch": 8192, "n_joints": 32}
+CALIBRATION_SHAPE = {"batch": 4096, "n_joints": 32}
 
 
 def _rot_z(t):

@@ -6,7 +6,7 @@ from scipy.interpolate import RegularGridInterpolator
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
-CALIBRATION_SHAPE = {"grid": 96, "batch": 4096, "spheres": 64}
+CALIBRATION_SHAPE = {"grid": 64, "batch": 2048, "spheres": 64}
 EPS = 0.05
 
 

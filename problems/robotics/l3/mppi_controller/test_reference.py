@@ -59,7 +59,7 @@ def test_matches_python_loop():
 
 
 def test_controller_makes_progress_and_hits_obstacles():
-    inputs, (U, S, rollout) = case.run({"envs": 4, "samples": 512, "horizon": 48, "obstacles": 32, "iters": 3})
+    inputs, (U, S, rollout) = case.run({"envs": 3, "samples": 256, "horizon": 40, "obstacles": 16, "iters": 2})
     x0, goal = inputs[0], inputs[1]
     start = (x0[:, :2] - goal).norm(dim=-1)
     end = (rollout[:, -1, :2] - goal).norm(dim=-1)
