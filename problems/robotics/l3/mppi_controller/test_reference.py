@@ -69,7 +69,20 @@ def test_controller_makes_progress_and_hits_obstacles():
 
 
 def test_degeneracy():
-    case.check_degeneracy({"envs": 2, "samples": 256, "horizon": 32, "obstacles": 8, "iters": 2})
+    # every float input but w_vel (index 10): a 10% change of that small weight moves S by less
+    # than its relative-norm tolerance; test_velocity_weight_matters checks it with a larger change
+    shape = {"envs": 2, "samples": 256, "horizon": 32, "obstacles": 8, "iters": 2}
+    case.check_degeneracy(shape, perturbable=[i for i in range(12) if i != 10])
+
+
+def test_velocity_weight_matters():
+    shape = {"envs": 2, "samples": 256, "horizon": 32, "obstacles": 8, "iters": 2}
+    inputs, (U, S, _) = case.run(shape)
+    changed = list(inputs)
+    changed[10] = inputs[10] * 10
+    U2, S2, _ = case.problem.module.Model()(*changed)
+    assert float((S2 - S).norm() / S.norm()) > 10 * case.tolerance["per_output"][1]["rel_norm"]
+    assert float((U2 - U).norm() / U.norm()) > case.tolerance["per_output"][0]["rel_norm"]
 
 
 def test_tolerance_calibrated():
