@@ -11,7 +11,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-NEG = -(1 << 28)
+NEG = tl.constexpr(-(1 << 28))  # a global used inside @triton.jit must be a constexpr
 
 
 @triton.jit

@@ -20,7 +20,9 @@ def _lowbias32(x):
     return x ^ (x >> 16)
 
 
-@triton.jit
+# Triton specialises integer arguments equal to 0 or 1 into Python constants (which have
+# no .to()): the sweep counters must stay tensors.
+@triton.jit(do_not_specialize=["side", "n_sweeps", "sweep", "colour"])
 def _half_sweep(spins, p_up, seed_ptr, counts, side, n_sweeps, sweep, colour,
                 BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     chain = tl.program_id(0)

@@ -14,7 +14,9 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Triton specialises integer arguments equal to 1 into Python constants (which have no
+# .to()): batch, n and steps must stay tensors.
+@triton.jit(do_not_specialize=["batch", "n", "steps", "search_iters"])
 def _particle_filter(y, x0, v, u, drift, consts, xbuf, logw, cdf, means, log_z,
                      batch, n, steps, search_iters, BLOCK: tl.constexpr):
     b = tl.program_id(0)
