@@ -191,7 +191,7 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"],
                               timeout_s=_judge_timeout(entry, settings, device), stdin=json.dumps(job).encode())
         counters = None
-        if device == "cuda" and mode == "full" and settings.counters and '"failure_class": null' in result.stdout:
+        if device == "cuda" and mode == "full" and settings.counters and not entry.collectives and '"failure_class": null' in result.stdout:
             from orchestrator.scoring import counters as hw
 
             from orchestrator.runner.judge import gpu_lock
