@@ -49,6 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     a("--sandbox", default=None, choices=["auto", "local", "docker"])
     a("--device", default=None, choices=["auto", "cpu", "cuda"])
     a("--gpus", default=None, help="comma-separated GPU indices (default 0 on a GPU host)")
+    a("--images-lock", type=Path, default=None,
+      help="docker: run exactly the image digests recorded in this lock file (a published set)")
     a("--run-id", dest="run_id", default=None, help="results/<run_id>/ (default: time, model, harness, track)")
     a("--resume", action="store_true", help="continue results/<run_id>/: run only the episodes without a record")
     a("--price-table", dest="price_table", type=Path, default=None, help="JSON: model -> USD per million tokens")
