@@ -12,7 +12,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# n_seqs.to() needs a tensor argument: Triton would turn a value of 1 into a Python constant
+@triton.jit(do_not_specialize=["n_seqs"])
 def _forward(log_pi, trans, log_B, obs, lengths, alpha, loglik, alpha_out, n_seqs, seq_len, n_states, n_symbols,
              BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_I: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)

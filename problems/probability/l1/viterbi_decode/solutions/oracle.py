@@ -11,7 +11,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# n_seqs.to() needs a tensor argument: Triton would turn a value of 1 into a Python constant
+@triton.jit(do_not_specialize=["n_seqs"])
 def _viterbi(log_pi, log_A, log_B, obs, delta, psi, path, score, n_seqs, seq_len, n_states, n_symbols,
              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
