@@ -58,7 +58,39 @@ def _make_undumpable() -> None:
         pass
 
 
-class Candidate:
+class ProcessHandle:
+    """A spawned worker process (`proc`), its pipe (`conn`) and its log (`log_path`)."""
+
+    proc: Any
+    conn: Any
+    log_path: str
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - n))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return f"; its output ends with:\n{text}" if text else ""
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=10)
+
+    def close(self) -> None:
+        try:
+            if self.proc.is_alive():
+                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
+                self.proc.join(timeout=10)
+        except OSError:
+            pass
+        self.kill()
+
+
+class Candidate(ProcessHandle):
     """The candidate's process and its pipe; every call has a deadline."""
 
     def __init__(self, solution: str, device: str, log_path: str):
@@ -90,29 +122,6 @@ class Candidate:
             raise StageFailure("hack_detected", ", ".join(hacks))
         return reply
 
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, 2)
-                f.seek(max(0, f.tell() - n))
-                text = f.read().decode(errors="replace").strip()
-        except OSError:
-            return ""
-        return f"; its output ends with:\n{text}" if text else ""
-
-    def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(timeout=10)
-
-    def close(self) -> None:
-        try:
-            if self.proc.is_alive():
-                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
-                self.proc.join(timeout=10)
-        except OSError:
-            pass
-        self.kill()
 
 
 @dataclass
@@ -370,18 +379,23 @@ def parse_verdict(stdout: str, nonce: str) -> dict[str, Any] | None:
     return None
 
 
-def main() -> int:
+def serve_verdict(judge_fn: Any) -> int:
+    """The judge process's main: a job on stdin, one signed verdict line on stdout."""
     _make_undumpable()
     job = json.loads(sys.stdin.read())
     nonce = job.pop("nonce")
     try:
-        result = judge(job)
+        result = judge_fn(job)
     except Exception:  # the judge's own failure: reported as infra, never as a pass
         result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
     payload = json.dumps(result, default=str)
     sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
     sys.stdout.flush()
     return 0
+
+
+def main() -> int:
+    return serve_verdict(judge)
 
 
 if __name__ == "__main__":

@@ -21,23 +21,21 @@ import os
 import pickle
 import random
 import statistics
-import sys
 import tempfile
 import time
-import traceback
 from typing import Any
 
 import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import (VERDICT_PREFIX, StageFailure, _gpu_hold_bytes, _make_undumpable,
-                                       device_info, sign)
+from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
+                                       serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
 
 
-class Library:
+class Library(ProcessHandle):
     """One built library in its own process; every call has a deadline."""
 
     def __init__(self, role: str, job: dict[str, Any], library: str, log_path: str, timeout_s: float):
@@ -73,29 +71,6 @@ class Library:
         self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
         return self._reply(timeout_s, msg["op"])
 
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, 2)
-                f.seek(max(0, f.tell() - n))
-                text = f.read().decode(errors="replace").strip()
-        except OSError:
-            return ""
-        return f"; its output ends with:\n{text}" if text else ""
-
-    def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(timeout=10)
-
-    def close(self) -> None:
-        try:
-            if self.proc.is_alive():
-                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
-                self.proc.join(timeout=10)
-        except OSError:
-            pass
-        self.kill()
 
 
 class TranslationJudge:
@@ -257,17 +232,7 @@ def judge(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    _make_undumpable()
-    job = json.loads(sys.stdin.read())
-    nonce = job.pop("nonce")
-    try:
-        result = judge(job)
-    except Exception:  # the judge's own failure: infra, never a pass
-        result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
-    payload = json.dumps(result, default=str)
-    sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
-    sys.stdout.flush()
-    return 0
+    return serve_verdict(judge)
 
 
 if __name__ == "__main__":

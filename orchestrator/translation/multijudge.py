@@ -21,17 +21,15 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import random
-import sys
 import tempfile
 import time
-import traceback
 from typing import Any
 
 import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import VERDICT_PREFIX, StageFailure, _make_undumpable, device_info, sign
+from orchestrator.runner.judge import StageFailure, device_info, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
 
@@ -291,17 +289,7 @@ def judge(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    _make_undumpable()
-    job = json.loads(sys.stdin.read())
-    nonce = job.pop("nonce")
-    try:
-        result = judge(job)
-    except Exception:  # the judge's own failure: infra, never a pass
-        result = {"failure_class": "infra_error", "failure_detail": traceback.format_exc()[-4000:], "stages": {}}
-    payload = json.dumps(result, default=str)
-    sys.stdout.write(f"\n{VERDICT_PREFIX}{payload} {sign(payload, nonce)}\n")
-    sys.stdout.flush()
-    return 0
+    return serve_verdict(judge)
 
 
 if __name__ == "__main__":
