@@ -70,3 +70,14 @@ def test_accept_mismatch_compares_chains_up_to_first_decision_mismatch():
     acc3 = acc.clone()
     acc3[:10, 0] = ~acc3[:10, 0]
     assert not compare_outputs((x, acc3), (x, acc), tol).passed
+
+
+def test_fraction_match_on_integer_outputs():
+    ref = torch.arange(10000)
+    out = ref.clone()
+    out[:5] += 1
+    tol = {"metric": "fraction_match", "fraction": 0.999}
+    assert compare_outputs(out, ref, tol).passed
+    out[:50] += 1
+    assert not compare_outputs(out, ref, tol).passed
+    assert not compare_outputs(out, ref, {"metric": "allclose"}).passed  # other metrics stay exact
