@@ -109,3 +109,14 @@ def test_list_filters():
     r = cli("list", "--track", "popcorn2", "--domain", "graph", "--json")
     ids = [json.loads(line)["id"] for line in r.stdout.splitlines()]
     assert SPMV in ids and all(i.startswith("graph/") for i in ids)
+
+
+def test_cpu_demo_scores_one_oracle_per_domain_and_level():
+    from orchestrator.catalog import load_catalog, select
+    from orchestrator.config import Settings
+    from orchestrator.demo import one_per_cell
+
+    entries = [e for e in select(load_catalog(Settings()), track="subdomain") if e.oracle and not e.collectives]
+    chosen = one_per_cell(entries)
+    cells = {(e.domain, e.level) for e in entries}
+    assert len(chosen) == len(cells) and {(e.domain, e.level) for e in chosen} == cells
