@@ -328,6 +328,23 @@ def device_info(device: str) -> dict[str, Any]:
     return info
 
 
+def run_stages(run: Any, close: Any, stages: dict[str, Any], result: dict[str, Any]) -> None:
+    """Run a judge's stages, turn the first StageFailure into the result's failure class,
+    and fill `stages` and `passed_disclosed` (shared by every judge)."""
+    try:
+        run()
+    except StageFailure as exc:
+        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
+        stages.setdefault("load", {"status": "failed", "message": exc.detail[:2000]})
+    finally:
+        close()
+    for st in stages.values():
+        if st.get("status") == "failed" and result["failure_class"] is None:
+            st["status"] = "error"
+    result["stages"] = stages
+    result["passed_disclosed"] = stages.get("correctness", {}).get("status") == "passed"
+
+
 def judge(job: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.runner import distributed
 
@@ -343,19 +360,7 @@ def judge(job: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(device),
                               "stress_seed": j.seed if j.mode == "full" else None}
     cand = Candidate(job["solution"], device, log_path)
-    try:
-        j.run(cand)
-    except StageFailure as exc:
-        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
-        for stage in ("load",):
-            j.stages.setdefault(stage, {"status": "failed", "message": exc.detail[:2000]})
-    finally:
-        cand.close()
-    for stage, st in j.stages.items():
-        if st.get("status") == "failed" and result["failure_class"] is None:
-            st["status"] = "error"
-    result["stages"] = j.stages
-    result["passed_disclosed"] = j.stages.get("correctness", {}).get("status") == "passed"
+    run_stages(lambda: j.run(cand), cand.close, j.stages, result)
     try:
         with open(log_path, errors="replace") as f:
             result["candidate_log"] = f.read()[-8000:]

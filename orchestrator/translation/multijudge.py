@@ -29,7 +29,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import StageFailure, device_info, serve_verdict
+from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
 
@@ -273,18 +273,7 @@ def judge(job: dict[str, Any]) -> dict[str, Any]:
     j = MultiJudge(job)
     result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(job["devices"][0]),
                               "stress_seed": j.seed if j.mode == "full" else None, "world_size": j.world_size}
-    try:
-        j.run()
-    except StageFailure as exc:
-        result["failure_class"], result["failure_detail"] = exc.failure_class, exc.detail
-        j.stages.setdefault("load", {"status": "failed", "message": exc.detail[:2000]})
-    finally:
-        j.close()
-    for st in j.stages.values():
-        if st.get("status") == "failed" and result["failure_class"] is None:
-            st["status"] = "error"
-    result["stages"] = j.stages
-    result["passed_disclosed"] = j.stages.get("correctness", {}).get("status") == "passed"
+    run_stages(j.run, j.close, j.stages, result)
     return result
 
 
