@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from orchestrator.runner.compare import as_tuple, compare_outputs, zeros_like_output
+from orchestrator.runner.compare import as_tuple, zeros_like_output
 from orchestrator.runner.problem import LoadedProblem, cast_floats, load_problem, to_device
 from orchestrator.runner.shapes import Shape, default_shape, satisfies
 
@@ -69,12 +69,10 @@ class ProblemCase:
         """The output depends on every (perturbable) input, changes with the seed, and a zero
         output does not pass the tolerance."""
         inputs, ref = self.run(shape, seed=1)
-        tol = self.tolerance
-        scale = self.problem.tolerance_scale(inputs, ref)
-        assert not compare_outputs(zeros_like_output(ref), ref, tol, scale).passed, \
+        assert not self.problem.compare(inputs, zeros_like_output(ref), ref).passed, \
             "an all-zero output passes the tolerance"
         _, other = self.run(shape, seed=2)
-        assert not _same_structure(other, ref) or not compare_outputs(other, ref, tol, scale).passed, \
+        assert not _same_structure(other, ref) or not self.problem.compare(inputs, other, ref).passed, \
             "output is the same for two seeds"
         gen = torch.Generator().manual_seed(3)
         model = self.problem.module.Model(**self.problem.init_inputs(shape)).eval()
@@ -84,7 +82,7 @@ class ProblemCase:
             changed[i] = _perturb(inputs[i], gen)
             with torch.no_grad():
                 out = model(*changed)
-            assert not compare_outputs(out, ref, tol, scale).passed, f"output does not depend on input {i}"
+            assert not self.problem.compare(inputs, out, ref).passed, f"output does not depend on input {i}"
         init = self.problem.init_inputs(shape)
         names = init_perturbable if init_perturbable is not None else [
             k for k, v in init.items() if isinstance(v, torch.Tensor) and v.is_floating_point()]
@@ -93,7 +91,7 @@ class ProblemCase:
             changed_init[name] = _perturb(init[name], gen)
             with torch.no_grad():
                 out = self.problem.module.Model(**changed_init).eval()(*inputs)
-            assert not compare_outputs(out, ref, tol, scale).passed, f"output does not depend on init input {name!r}"
+            assert not self.problem.compare(inputs, out, ref).passed, f"output does not depend on init input {name!r}"
 
     def drift(self, shape: Shape, seed: int = 0) -> tuple[float, float]:
         """fp32-vs-fp64 drift of the reference: (max abs error, relative norm error)."""
@@ -115,14 +113,14 @@ class ProblemCase:
         _, ref64 = self.run(shape, seed, dtype=torch.float64)
         cast = tuple(b.to(a.dtype) for a, b in zip(as_tuple(ref32), as_tuple(ref64)))
         ref64 = cast if isinstance(ref32, (tuple, list)) else cast[0]
-        result = compare_outputs(ref32, ref64, self.tolerance, self.problem.tolerance_scale(inputs, ref64))
+        result = self.problem.compare(inputs, ref32, ref64)
         assert result.passed, f"fp32 reference fails its tolerance against fp64: {result.message}"
 
     def check_against(self, shape: Shape, independent: Callable[..., Any], seed: int = 0) -> None:
         """The reference agrees with an independent implementation (given the same inputs)."""
         inputs, ref = self.run(shape, seed)
         expected = independent(*inputs, **self.problem.init_inputs(shape))
-        result = compare_outputs(_like(expected, ref), ref, self.tolerance, self.problem.tolerance_scale(inputs, ref))
+        result = self.problem.compare(inputs, _like(expected, ref), ref)
         assert result.passed, f"reference disagrees with the independent implementation: {result.message}"
 
 

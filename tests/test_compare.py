@@ -81,3 +81,22 @@ def test_fraction_match_on_integer_outputs():
     out[:50] += 1
     assert not compare_outputs(out, ref, tol).passed
     assert not compare_outputs(out, ref, {"metric": "allclose"}).passed  # other metrics stay exact
+
+
+def test_problem_check_output_replaces_the_metric_after_structure_checks(tmp_path):
+    from orchestrator.runner.problem import load_problem
+    (tmp_path / "manifest.json").write_text('{"id": "t/l1/x", "tolerance": {"metric": "exact", "slack": 1}}')
+    (tmp_path / "reference.py").write_text(
+        "import torch\n"
+        "def check_output(inputs, output, expected, tolerance):\n"
+        "    off = int((output - expected).abs().max())\n"
+        "    return off <= tolerance['slack'], f'off by at most {off}'\n")
+    problem = load_problem(tmp_path)
+    ref = torch.arange(6)
+    assert problem.compare((), ref + 1, ref).passed          # the metric alone would refuse this
+    assert not problem.compare((), ref + 2, ref).passed
+    assert "off by at most 2" in problem.compare((), ref + 2, ref).message
+    assert not problem.compare((), ref.float(), ref).passed  # dtype is checked before the hook
+    assert not problem.compare((), (ref, ref), ref).passed   # so is the number of outputs
+    nan = torch.tensor([float("nan")])
+    assert not problem.compare((), nan, torch.zeros(1)).passed

@@ -167,6 +167,25 @@ def _accept_mismatch(outs: Sequence[Any], refs: Sequence[torch.Tensor], tol: Map
                       max_abs_err=worst, mismatch_fraction=1 - full)
 
 
+def compare_structure(out: Any, ref: Any) -> Comparison:
+    """Count, type, shape, dtype and NaN/Inf of every output: what a problem's own
+    `check_output` may take for granted."""
+    outs, refs = as_tuple(out), as_tuple(ref)
+    if len(outs) != len(refs):
+        return Comparison(False, f"expected {len(refs)} outputs, got {len(outs)}")
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        name = f"output[{i}]" if len(refs) > 1 else "output"
+        if not isinstance(o, torch.Tensor):
+            return Comparison(False, f"{name}: expected a tensor, got {type(o).__name__}")
+        if o.shape != r.shape or o.dtype != r.dtype:
+            return Comparison(False, f"{name}: {tuple(o.shape)} {o.dtype} != expected {tuple(r.shape)} {r.dtype}")
+        if o.is_floating_point():
+            bad = ~torch.isfinite(o.detach()) & torch.isfinite(r.detach().to(o.device))
+            if bad.any():
+                return Comparison(False, f"{name}: {int(bad.sum())} NaN/Inf values where the reference is finite")
+    return Comparison(True, "structure matches")
+
+
 def compare_outputs(out: Any, ref: Any, tol: Mapping[str, Any], scale: Any = None) -> Comparison:
     """Compare a candidate's forward() result with the reference's (tensor or tuple)."""
     outs, refs = as_tuple(out), as_tuple(ref)

@@ -43,7 +43,6 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.runner import candidate, timing
-from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.judge import Candidate, Judge, StageFailure, _equal, _median, device_info
 from orchestrator.runner.shapes import Shape, shape_key
 
@@ -292,8 +291,7 @@ class DistributedJudge(Judge):
         for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
             if not all(_equal(a, b) for a, b in zip(reply["inputs_after"], x)):
                 raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
-            scale = self.problem.tolerance_scale(x, ref)
-            results.append(compare_outputs(reply["output"], ref, self.problem.manifest["tolerance"], scale))
+            results.append(self.problem.compare(x, reply["output"], ref))
         bad = [r for r, res in enumerate(results) if not res.passed]
         entry: dict[str, Any] = {"kind": kind, "shape": shape, "world_size": self.world_size, "passed": not bad,
                                  "message": "; ".join(f"rank {r}: {results[r].message}" for r in bad), "wall_s": wall,

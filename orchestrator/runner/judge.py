@@ -33,7 +33,6 @@ from typing import Any, Iterator
 import torch
 
 from orchestrator.runner import timing
-from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.problem import LoadedProblem, load_problem, to_device
 from orchestrator.runner.shapes import Shape, default_shape, shape_key, stress_shapes
 
@@ -185,9 +184,8 @@ class Judge:
             wall = time.perf_counter() - t0
         if not all(_equal(a, b) for a, b in zip(reply["inputs_after"], inputs)):
             raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
-        scale = self.problem.tolerance_scale(to_device(inputs, self.device), ref)
-        result = compare_outputs(reply["output"], ref, self.problem.manifest["tolerance"], scale)
-        del ref, scale
+        result = self.problem.compare(to_device(inputs, self.device), reply["output"], ref)
+        del ref
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
         if record is not None:

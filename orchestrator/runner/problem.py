@@ -6,6 +6,12 @@ The contract a problem author writes:
     def get_init_inputs(shape) -> dict      # keyword arguments of Model(...) (weights as tensors)
     def get_inputs(shape, generator, device) -> tuple
     def tolerance_scale(inputs, output) -> Tensor | tuple   # optional, see compare.py
+    def check_output(inputs, output, expected, tolerance) -> (bool, str)   # optional
+
+`check_output` replaces the manifest's metric for problems whose correct answer is not
+unique (neighbour ties, iterative solvers judged by their residual, contact sets): it
+receives the inputs, the candidate's output (already structure-checked), the reference
+output and the manifest's tolerance, and says whether the output is acceptable and why.
 
 `generator` is a CPU torch.Generator seeded by the harness, so the same seed gives
 the same inputs on every device. Collectives problems also take `rank` and
@@ -24,6 +30,7 @@ from typing import Any
 
 import torch
 
+from orchestrator.runner.compare import Comparison, compare_outputs, compare_structure
 from orchestrator.runner.shapes import Shape
 
 
@@ -50,6 +57,18 @@ class LoadedProblem:
         """Optional per-element error scale (reference.tolerance_scale), else None."""
         fn = getattr(self.module, "tolerance_scale", None)
         return fn(inputs, output) if fn else None
+
+    def compare(self, inputs: tuple[Any, ...], output: Any, expected: Any) -> Comparison:
+        """Judge `output` against the reference output `expected` for these inputs."""
+        tol = self.manifest["tolerance"]
+        check = getattr(self.module, "check_output", None)
+        if check is None:
+            return compare_outputs(output, expected, tol, self.tolerance_scale(inputs, expected))
+        shape_ok = compare_structure(output, expected)
+        if not shape_ok.passed:
+            return shape_ok
+        passed, message = check(inputs, output, expected, tol)
+        return Comparison(bool(passed), f"check_output: {message}")
 
     def model(self, shape: Shape, device: str) -> torch.nn.Module:
         init = to_device(self.init_inputs(shape), device)
