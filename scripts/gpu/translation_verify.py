@@ -72,7 +72,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     multi = args.track == "translation-multi"
-    settings = Settings(stress=args.stress, timing_iters=args.iters, gpus=(args.gpus or "0,1") if multi else None)
+    settings = Settings(stress=args.stress, timing_iters=args.iters, gpus=(args.gpus or "0,1") if multi else args.gpus)
     tasks = [t for t in iter_tasks(settings.translation_dir)
              if t.track == args.track and t.manifest["glue"] == "complete" and (not args.tasks or t.id in args.tasks)]
     report: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": {}}

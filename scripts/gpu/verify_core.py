@@ -4,6 +4,8 @@
                                   interval, reference time, DRAM fraction of the copy ceiling
   verify_core.py repeat ID N      N evaluations of one oracle in separate processes: CV of
                                   the median time
+  verify_core.py references [GLOB] every single-GPU reference: median time at the default shape
+                                  (the manifest's reference_h200_ms) and a run at the maximum shape
   verify_core.py ncu ID           the oracle's kernel time by ncu (gpu__time_duration) against
                                   the harness's median at the disclosed shape
 
@@ -84,6 +86,53 @@ def report_oracle(e, r: dict, wall: float, ceiling: float) -> None:
     print(json.dumps(row), flush=True)
 
 
+REFERENCE_PROBE = r"""
+import json, sys, torch
+from orchestrator.runner.problem import load_problem
+from orchestrator.runner.shapes import default_shape
+from orchestrator.runner.timing import stats, time_calls
+problem, device = load_problem(sys.argv[1]), sys.argv[2]
+params = problem.manifest["shapes"]
+row = {}
+for label in ("default", "maximum"):
+    if label == "default":
+        shape = default_shape(params, device)
+    else:
+        shape = {k: (s["max"] if s.get("type", "int") != "choice" else s["choices"][-1]) for k, s in params.items()}
+    try:
+        if label == "maximum" and device == "cpu":
+            continue
+        model = problem.model(shape, device)
+        inputs = problem.inputs(shape, 0, device)
+        with torch.no_grad():
+            t = time_calls(model, [inputs], device, iters=20 if label == "default" else 2, warmup=2, hold_bytes=0)
+        row[label] = {"shape": shape, **stats(t["times_ms"])}
+    except Exception as exc:
+        row[label] = {"shape": shape, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    if device == "cuda":
+        torch.cuda.empty_cache()
+print(json.dumps(row))
+"""
+
+
+def references(pattern: str | None) -> None:
+    from orchestrator.catalog import load_catalog, select
+    from orchestrator.config import Settings
+
+    entries = [e for e in select(load_catalog(Settings()), track="subdomain", pattern=pattern) if not e.collectives]
+    for e in entries:
+        t0 = time.perf_counter()
+        try:
+            res = subprocess.run([sys.executable, "-c", REFERENCE_PROBE, str(e.path), os.environ.get("DEVICE", "cuda")], capture_output=True, text=True,
+                                 cwd=REPO, timeout=int(os.environ.get("REFERENCE_S", 120)))
+            row = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {"error": res.stderr[-600:]}
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        row = {"kind": "reference", "problem": e.id, "wall_s": round(time.perf_counter() - t0, 1), **row}
+        append("results.jsonl", row)
+        print(json.dumps(row)[:400], flush=True)
+
+
 def repeat(problem: str, n: int) -> None:
     oracle = REPO / "problems" / problem / "solutions" / "oracle.py"
     medians = []
@@ -137,6 +186,8 @@ if __name__ == "__main__":
         oracles(sys.argv[2] if len(sys.argv) > 2 else None, int(os.environ.get("STRESS", 8)))
     elif cmd == "repeat":
         repeat(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "references":
+        references(sys.argv[2] if len(sys.argv) > 2 else None)
     elif cmd == "ncu":
         ncu(sys.argv[2])
     elif cmd == "ceilings":

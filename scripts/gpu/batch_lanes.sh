@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One device call, several verification lanes at once on a 2-GPU machine (nvidia-h200-x2),
+# each under its own time limit: the device tool returns at most 8 files, so every lane
+# writes under /tmp/lanes/<lane>/ and everything is packed into $OUT/lanes.tar.gz at the
+# end; the JSON lines of each lane are also copied to $OUT/<lane>.jsonl.
+#
+#   bash scripts/gpu/batch_lanes.sh LANE...     (lanes run concurrently)
+#   lanes: oracles[:GLOB]   every single-GPU oracle on GPU 0 (8 hidden shapes, no ncu)
+#          references[:GLOB] reference times at default and maximum shapes on GPU 1
+#          agent            the mt-all tools through the oracle:tools agent on GPU 1
+#          docker           dockerd + images + hardened GPU containers (scripts/gpu/docker_on_device.sh)
+#          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids)
+#          repeat           repeatability (10 evaluations) and ncu agreement on csr_spmv, GPU 1
+#          collectives      every collectives oracle at world size 2 (both GPUs)
+#          executors        Popcorn2 oracle pass on one GPU, then on two (both GPUs)
+#          multi[:IDS]      multi-GPU translation tasks at world size 2
+# LANE_S (default 540) bounds every lane.
+set -u
+cd "$(dirname "$0")/../.."
+source scripts/gpu/env.sh
+FINAL_OUT=$OUT; L=/tmp/lanes; mkdir -p $L
+LANE_S=${LANE_S:-540}
+OUT=$L/ceilings python3 scripts/gpu/verify_core.py ceilings >/dev/null 2>&1; mkdir -p $L/ceilings
+
+lane() {  # lane NAME ARG
+    local name=$1 arg=${2:-} dir=$L/$1; mkdir -p $dir; cp -f $L/ceilings/ceilings.json $dir/ 2>/dev/null
+    echo "== $(date +%T) lane $name start"
+    case $name in
+        oracles) OUT=$dir POPCORN_GPUS=0 POPCORN_COUNTERS=false STRESS=8 PARALLEL=${PARALLEL:-6} \
+                 timeout $LANE_S python3 scripts/gpu/verify_core.py oracles "$arg" ;;
+        references) OUT=$dir CUDA_VISIBLE_DEVICES=1 REFERENCE_S=60 timeout $LANE_S python3 scripts/gpu/verify_core.py references "$arg" ;;
+        agent) OUT=$dir POPCORN_GPUS=1 POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh graph/l1/csr_spmv local ;;
+        docker) OUT=$dir ORACLE_BUDGET_S=120 timeout $LANE_S bash scripts/gpu/docker_on_device.sh ;;
+        translation) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify.sh --gpus 1 --stress 4 \
+                     ${arg:+--tasks ${arg//,/ }} ;;
+        repeat) OUT=$dir POPCORN_GPUS=1 timeout 300 python3 scripts/gpu/verify_core.py repeat graph/l1/csr_spmv 10
+                OUT=$dir CUDA_VISIBLE_DEVICES=1 POPCORN_GPUS=0 timeout 120 python3 scripts/gpu/verify_core.py ncu graph/l1/csr_spmv ;;
+        collectives) OUT=$dir timeout $LANE_S bash scripts/gpu/collectives_x2.sh 2 90 "${arg:-.}" ;;
+        executors) OUT=$dir timeout $LANE_S bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
+        multi) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
+        *) echo "unknown lane $name" ;;
+    esac > $dir/lane.log 2>&1
+    echo "== $(date +%T) lane $name exit $?"
+    for f in $dir/results.jsonl $dir/*.jsonl; do [ -f "$f" ] && cat "$f" >> $FINAL_OUT/$name.jsonl; done
+}
+for spec in "$@"; do lane "${spec%%:*}" "$( [[ $spec == *:* ]] && echo "${spec#*:}")" & done
+wait
+tar -C $L -czf $FINAL_OUT/lanes.tar.gz --exclude='*.so' --exclude='cache' --exclude='root-*' . 2>/dev/null
+ls -la $FINAL_OUT; du -sh $FINAL_OUT/lanes.tar.gz
