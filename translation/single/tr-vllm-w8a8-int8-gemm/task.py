@@ -43,9 +43,18 @@ def launch(entry: Any, inputs: tuple[torch.Tensor, ...], stream: int) -> torch.T
     return d
 
 
-def exact_int8_matmul(a: torch.Tensor, bt: torch.Tensor) -> torch.Tensor:
-    """A @ Bt^T of int8 matrices, exactly, in fp64: fp32 GEMMs over K-chunks whose partial
-    sums are integers below 2**24 (exact in fp32), summed in fp64."""
+def exact_int8_matmul(a: torch.Tensor, bt: torch.Tensor, use_int_mm: bool | None = None) -> torch.Tensor:
+    """A @ Bt^T of int8 matrices, exactly, as fp64. On a GPU: torch._int_mm (int32
+    accumulation, exact: |sum| <= 128 * 128 * K < 2**31), which needs more than 16 rows (zero
+    rows pad A). Elsewhere, or if _int_mm refuses the shape: fp32 GEMMs over K-chunks whose
+    partial sums are integers below 2**24 (exact in fp32), summed in fp64."""
+    if a.is_cuda if use_int_mm is None else use_int_mm:
+        try:
+            rows = a.shape[0]
+            padded = torch.nn.functional.pad(a, (0, 0, 0, max(0, 17 - rows)))
+            return torch._int_mm(padded, bt.t())[:rows].double()
+        except RuntimeError:
+            pass
     out = torch.zeros(a.shape[0], bt.shape[0], dtype=torch.float64, device=a.device)
     for lo in range(0, a.shape[1], EXACT_CHUNK):
         out += (a[:, lo:lo + EXACT_CHUNK].float() @ bt[:, lo:lo + EXACT_CHUNK].float().T).double()
