@@ -84,6 +84,13 @@ def fingerprint(out: Any) -> list[tuple[float, float]]:
     return fp
 
 
+def fingerprint_rel(tolerance: dict[str, Any]) -> float:
+    """How far a timed output's checksums may drift from the reference's: never tighter
+    than the problem's own rtol (TF32 or bf16 kernels within tolerance move sums by about
+    that much), never looser than 1e-2."""
+    return min(max(1e-3, float(tolerance.get("rtol", 0.0) or 0.0)), 1e-2)
+
+
 def fingerprints_agree(a: list[tuple[float, float]], b: list[tuple[float, float]], rel: float = 1e-3) -> bool:
     if len(a) != len(b):
         return False

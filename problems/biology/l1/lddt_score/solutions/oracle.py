@@ -16,21 +16,27 @@ def _lddt_rows(pred, true, mask, per_res, num_out, den_out, n_res, BI: tl.conste
     i = tl.program_id(0) * BI + tl.arange(0, BI)
     i_ok = i < n_res
     base = b * n_res
-    ti = [tl.load(true + (base + i) * 3 + d, mask=i_ok, other=0.0) for d in range(3)]
-    pi = [tl.load(pred + (base + i) * 3 + d, mask=i_ok, other=0.0) for d in range(3)]
+    # explicit per-coordinate loads: Triton 3.6 compiles no list comprehensions (the interpreter does)
+    tx = tl.load(true + (base + i) * 3 + 0, mask=i_ok, other=0.0)
+    ty = tl.load(true + (base + i) * 3 + 1, mask=i_ok, other=0.0)
+    tz = tl.load(true + (base + i) * 3 + 2, mask=i_ok, other=0.0)
+    px = tl.load(pred + (base + i) * 3 + 0, mask=i_ok, other=0.0)
+    py = tl.load(pred + (base + i) * 3 + 1, mask=i_ok, other=0.0)
+    pz = tl.load(pred + (base + i) * 3 + 2, mask=i_ok, other=0.0)
     mi = tl.load(mask + base + i, mask=i_ok, other=0.0)
     num = tl.zeros([BI], dtype=tl.float32)
     den = tl.zeros([BI], dtype=tl.float32)
     for j0 in range(0, n_res, BJ):
         j = j0 + tl.arange(0, BJ)
         j_ok = j < n_res
-        dt2 = tl.zeros([BI, BJ], dtype=tl.float32)
-        dp2 = tl.zeros([BI, BJ], dtype=tl.float32)
-        for d in tl.static_range(3):
-            et = ti[d][:, None] - tl.load(true + (base + j) * 3 + d, mask=j_ok, other=0.0)[None, :]
-            ep = pi[d][:, None] - tl.load(pred + (base + j) * 3 + d, mask=j_ok, other=0.0)[None, :]
-            dt2 += et * et
-            dp2 += ep * ep
+        ex = tx[:, None] - tl.load(true + (base + j) * 3 + 0, mask=j_ok, other=0.0)[None, :]
+        ey = ty[:, None] - tl.load(true + (base + j) * 3 + 1, mask=j_ok, other=0.0)[None, :]
+        ez = tz[:, None] - tl.load(true + (base + j) * 3 + 2, mask=j_ok, other=0.0)[None, :]
+        dt2 = ex * ex + ey * ey + ez * ez
+        ex = px[:, None] - tl.load(pred + (base + j) * 3 + 0, mask=j_ok, other=0.0)[None, :]
+        ey = py[:, None] - tl.load(pred + (base + j) * 3 + 1, mask=j_ok, other=0.0)[None, :]
+        ez = pz[:, None] - tl.load(pred + (base + j) * 3 + 2, mask=j_ok, other=0.0)[None, :]
+        dp2 = ex * ex + ey * ey + ez * ez
         d_t = tl.sqrt(dt2)
         err = tl.abs(d_t - tl.sqrt(dp2))
         mj = tl.load(mask + base + j, mask=j_ok, other=0.0)

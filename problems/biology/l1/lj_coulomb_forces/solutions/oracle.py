@@ -9,7 +9,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-K_E = 138.935458
+K_E = tl.constexpr(138.935458)  # a Triton global must be constexpr
 
 
 @triton.jit

@@ -35,7 +35,9 @@ def _similarity(q, d, sims, n_q, n_db, words, BM: tl.constexpr, BN: tl.constexpr
         pa += _popcount32(qa).to(tl.int32)
         pb += _popcount32(db).to(tl.int32)
     denom = pa[:, None] + pb[None, :] - common
-    sim = tl.where(denom > 0, common.to(tl.float32) / tl.maximum(denom, 1).to(tl.float32), 0.0)
+    # div_rn: correctly rounded like torch's division; Triton's `/` on a GPU may be off by an ulp,
+    # which reorders near-ties of the top-k
+    sim = tl.where(denom > 0, tl.math.div_rn(common.to(tl.float32), tl.maximum(denom, 1).to(tl.float32)), 0.0)
     tl.store(sims + rows[:, None].to(tl.int64) * n_db + cols[None, :], sim, mask=r_ok[:, None] & c_ok[None, :])
 
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-NEG = -(1 << 28)
+NEG = tl.constexpr(-(1 << 28))  # a Triton global must be constexpr
 
 
 @triton.jit
