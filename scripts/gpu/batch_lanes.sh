@@ -41,7 +41,7 @@ lane() {  # lane NAME ARG
         *) echo "unknown lane $name" ;;
     esac > $dir/lane.log 2>&1
     echo "== $(date +%T) lane $name exit $?"
-    for f in $dir/results.jsonl $dir/*.jsonl; do [ -f "$f" ] && cat "$f" >> $FINAL_OUT/$name.jsonl; done
+    for f in $dir/*.jsonl; do [ -f "$f" ] && cat "$f" >> $FINAL_OUT/$name.jsonl; done
 }
 for spec in "$@"; do lane "${spec%%:*}" "$( [[ $spec == *:* ]] && echo "${spec#*:}")" & done
 wait

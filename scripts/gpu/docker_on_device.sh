@@ -24,13 +24,13 @@ tar -xJf .carry/docker/bins.tar.xz -C "$D/bin" || exit 1
 tar -xJf .carry/docker/libs.tar.xz -C "$D" || exit 1
 chmod +x "$D"/bin/*
 export PATH="$D/bin:$PATH"
-engine_ld=$host_ld
-if ldd "$D/bin/dockerd" "$D/bin/runc" | grep -q "not found"; then engine_ld="$D/lib${host_ld:+:$host_ld}"; fi
+# the carried libraries come last: the host's own copies win where it has them
+engine_ld="${host_ld:+$host_ld:}$D/lib"
 if ! python3 -c 'import docker, pydantic_settings' 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/docker/wheels/*.whl || exit 1
-    export PYTHONPATH="/tmp/site:$PWD"
+    export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 else
-    export PYTHONPATH="$PWD"
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
 step "machine"

@@ -87,7 +87,8 @@ def report_oracle(e, r: dict, wall: float, ceiling: float) -> None:
 
 
 REFERENCE_PROBE = r"""
-import json, sys, torch
+import json, os, sys, torch
+from orchestrator.runner.judge import gpu_lock
 from orchestrator.runner.problem import load_problem
 from orchestrator.runner.shapes import default_shape
 from orchestrator.runner.timing import stats, time_calls
@@ -100,11 +101,12 @@ for label in ("default", "maximum"):
     else:
         shape = {k: (s["max"] if s.get("type", "int") != "choice" else s["choices"][-1]) for k, s in params.items()}
     try:
-        if label == "maximum" and device == "cpu":
+        if label == "maximum" and (device == "cpu" or os.environ.get("REFERENCE_MAX", "1") == "0"):
             continue
         model = problem.model(shape, device)
         inputs = problem.inputs(shape, 0, device)
-        with torch.no_grad():
+        # timed alone on the GPU: the same per-GPU lock as the judges' timing phases
+        with torch.no_grad(), gpu_lock(os.environ.get("GPU_LOCK") if device == "cuda" else None):
             t = time_calls(model, [inputs], device, iters=20 if label == "default" else 2, warmup=2, hold_bytes=0)
         row[label] = {"shape": shape, **stats(t["times_ms"])}
     except Exception as exc:
@@ -119,18 +121,26 @@ def references(pattern: str | None) -> None:
     from orchestrator.catalog import load_catalog, select
     from orchestrator.config import Settings
 
+    from concurrent.futures import ThreadPoolExecutor
+
     entries = [e for e in select(load_catalog(Settings()), track="subdomain", pattern=pattern) if not e.collectives]
-    for e in entries:
-        t0 = time.perf_counter()
-        try:
-            res = subprocess.run([sys.executable, "-c", REFERENCE_PROBE, str(e.path), os.environ.get("DEVICE", "cuda")], capture_output=True, text=True,
-                                 cwd=REPO, timeout=int(os.environ.get("REFERENCE_S", 120)))
-            row = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {"error": res.stderr[-600:]}
-        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-            row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        row = {"kind": "reference", "problem": e.id, "wall_s": round(time.perf_counter() - t0, 1), **row}
-        append("results.jsonl", row)
-        print(json.dumps(row)[:400], flush=True)
+    if os.environ.get("WITHOUT_ORACLE") == "1":
+        entries = [e for e in entries if not e.oracle]
+    with ThreadPoolExecutor(int(os.environ.get("PARALLEL", 1))) as pool:
+        list(pool.map(reference_one, entries))
+
+
+def reference_one(e) -> None:
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run([sys.executable, "-c", REFERENCE_PROBE, str(e.path), os.environ.get("DEVICE", "cuda")],
+                             capture_output=True, text=True, cwd=REPO, timeout=int(os.environ.get("REFERENCE_S", 120)))
+        row = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {"error": res.stderr[-600:]}
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    row = {"kind": "reference", "problem": e.id, "wall_s": round(time.perf_counter() - t0, 1), **row}
+    append("results.jsonl", row)
+    print(json.dumps(row)[:400], flush=True)
 
 
 def repeat(problem: str, n: int) -> None:
