@@ -1,11 +1,11 @@
-"""The glue of the fused all-reduce multi-GPU tasks, checked on a CPU.
+"""The glue of the fused all-reduce and GEMM + reduce-scatter multi-GPU tasks, checked on a CPU.
 
-tr-vllm-allreduce-rmsnorm and tr-vllm-moe-finalize-allreduce: the references against
-explicit per-element arithmetic, the manifests' tolerances against CPU emulations of
-both upstream kernels' bf16 rounding orders (they must pass; a kernel that drops a rank
-or the residual must not), the shared buffers against what the H100 reference's
-workspace and vLLM's all-reduce use, and the prompts (vLLM sources shown, the fused
-H100 kernels never). The kernels themselves run on the GPU machine
+tr-vllm-allreduce-rmsnorm, tr-vllm-moe-finalize-allreduce and tr-flux-gemm-rs: the
+references against explicit per-element arithmetic, the manifests' tolerances against
+CPU emulations of both upstream kernels' bf16 rounding orders (they must pass; a kernel
+that drops a rank, the residual or takes another rank's rows must not), the shared
+buffers against what the upstream workspaces use, and the prompts (A100 sources shown,
+the H100 kernels never). The kernels themselves run on the GPU machine
 (scripts/gpu/translation_verify_multi.sh).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from orchestrator.translation.catalog import find_task
 from orchestrator.translation.prompts import build_prompt
 
 TRANSLATION = REPO_ROOT / "translation"
-RMSNORM, MOE = "tr-vllm-allreduce-rmsnorm", "tr-vllm-moe-finalize-allreduce"
+RMSNORM, MOE, FLUX_RS = "tr-vllm-allreduce-rmsnorm", "tr-vllm-moe-finalize-allreduce", "tr-flux-gemm-rs"
 BF16 = torch.bfloat16
 
 
@@ -87,6 +87,22 @@ def test_moe_reference_unpermutes_weights_and_sums_over_ranks() -> None:
             assert abs(y_ref[t, h].item() - row[h] * inv * gamma[h].item()) <= 1e-2 * (1 + abs(row[h] * inv))
 
 
+def test_gemm_rs_reference_is_this_ranks_rows_of_the_summed_products() -> None:
+    _, glue = _glue(FLUX_RS)
+    world_size, shape = 3, {"m_per_rank": 2, "n": 5, "k_local": 4}
+    ranks = _ranks(glue, shape, world_size)
+    assert ranks[0][0].shape == (6, 4) and ranks[0][1].shape == (5, 4) and ranks[0][2].shape == (2, 5)
+    assert glue.OUTPUTS == (2,) and all(torch.isnan(out).all() for *_, out in ranks)
+    for rank in range(world_size):
+        ref = glue.reference(ranks, rank)
+        for i in range(2):
+            for j in range(5):
+                row = rank * 2 + i  # A_q [m, k_local] row-major, W_q [n, k_local] row-major
+                want = sum(ranks[q][0][row, p].item() * ranks[q][1][j, p].item()
+                           for q in range(world_size) for p in range(4))
+                assert abs(ref[i, j].item() - want) <= 1e-2 * (1 + abs(want))
+
+
 # The upstream kernels' arithmetic, rounding where they round (bf16 storage, fp32 math).
 def _finish(total: torch.Tensor, residual: torch.Tensor, gamma: torch.Tensor, eps: float,
             vllm: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,26 +143,45 @@ def _moe_kernel(ranks: list, rank: int, eps: float, vllm: bool, drop: str = "") 
     return _finish(total, residual, ranks[rank][4], eps, vllm)
 
 
-CASES: list[tuple[str, dict[str, Any], Callable]] = [
-    (RMSNORM, {"tokens": 48, "hidden": 4096}, _rmsnorm_kernel),
-    (MOE, {"tokens": 24, "top_k": 8, "hidden": 4096}, _moe_kernel),
+def _gemm_rs_kernel(ranks: list, rank: int, eps: float, a100: bool, drop: str = "") -> torch.Tensor:
+    rows = ranks[0][0].shape[0] // len(ranks)
+    owner = (rank + 1) % len(ranks) if drop == "rows" else rank
+    block = slice(owner * rows, (owner + 1) * rows)
+    contributing = ranks[:-1] if drop == "rank" else ranks
+    parts = [(a[block].float() @ w.float().T).to(BF16) for a, w, _ in contributing]  # bf16 partials
+    if a100:  # Flux sm80: partials scattered to their owner, summed in fp32 (torch .sum)
+        return sum(p.float() for p in parts).to(BF16)
+    local = rank if rank < len(parts) else 0  # Flux sm90: local tile copied, peers' added in bf16
+    total = parts[local]
+    for q, p in enumerate(parts):
+        if q != local:
+            total = (total.float() + p.float()).to(BF16)
+    return total
+
+
+CASES: list[tuple[str, dict[str, Any], Callable, tuple[str, ...]]] = [
+    (RMSNORM, {"tokens": 48, "hidden": 4096}, _rmsnorm_kernel, ("rank", "residual")),
+    (MOE, {"tokens": 24, "top_k": 8, "hidden": 4096}, _moe_kernel, ("rank", "residual")),
+    (FLUX_RS, {"m_per_rank": 64, "n": 512, "k_local": 512}, _gemm_rs_kernel, ("rank", "rows")),
 ]
 
 
-@pytest.mark.parametrize("task_id,shape,kernel", CASES, ids=[c[0] for c in CASES])
-def test_tolerance_admits_both_kernels_rounding_and_rejects_wrong_sums(task_id: str, shape: dict, kernel) -> None:
+@pytest.mark.parametrize("task_id,shape,kernel,drops", CASES, ids=[c[0] for c in CASES])
+def test_tolerance_admits_both_kernels_rounding_and_rejects_wrong_sums(task_id: str, shape: dict, kernel,
+                                                                       drops: tuple[str, ...]) -> None:
     task, glue = _glue(task_id)
     tolerance = task.manifest["tolerance"]
+    eps = getattr(glue, "EPS", 0.0)
     for world_size in (2, 3, 8):
         ranks = _ranks(glue, shape, world_size, seed=world_size)
         rank = world_size - 1
         ref = glue.reference(ranks, rank)
-        for vllm in (True, False):
-            result = compare_outputs(kernel(ranks, rank, glue.EPS, vllm), ref, tolerance)
-            assert result.passed, (task_id, world_size, vllm, result.message)
+        for a100 in (True, False):
+            result = compare_outputs(kernel(ranks, rank, eps, a100), ref, tolerance)
+            assert result.passed, (task_id, world_size, a100, result.message)
             assert result.rel_norm_err < 0.5 * tolerance["rel_norm_max"]
-        for drop in ("rank", "residual"):
-            wrong = compare_outputs(kernel(ranks, rank, glue.EPS, False, drop), ref, tolerance)
+        for drop in drops:
+            wrong = compare_outputs(kernel(ranks, rank, eps, False, drop), ref, tolerance)
             assert not wrong.passed, (task_id, world_size, drop)
 
 
@@ -168,6 +203,15 @@ def test_shared_buffers_hold_the_references_workspaces() -> None:
                 if tokens <= 128:
                     assert moe.SHARED["buffers"](shape, world_size) >= 3 * world_size * data
                     assert moe.SHARED["flags"](shape, world_size) >= signal_bytes + data
+    _, flux = _glue(FLUX_RS)
+    per_tile_flags = 120 * 8  # GemmRS: every flag int becomes 8 PerTileFlags (120 bytes each)
+    for world_size in range(2, 9):
+        for m_per_rank, n in ((128, 4096), (1024, 8192)):
+            shape = {"m_per_rank": m_per_rank, "n": n, "k_local": 512}
+            m = m_per_rank * world_size
+            tiles = (m // 128) * (n // 128)  # at most: both ops' tiles are at least 128 x 128
+            assert flux.SHARED["buffers"](shape, world_size) >= 2 * m * n  # [world_size, m / ws, n] slots
+            assert flux.SHARED["flags"](shape, world_size) >= 4096 + 2 * tiles * per_tile_flags  # sync, then flags
 
 
 @pytest.mark.parametrize("task_id,shown,hidden_names", [
@@ -175,6 +219,8 @@ def test_shared_buffers_hold_the_references_workspaces() -> None:
      ["trtllm_allreduce_fusion", "allreduce_fusion_kernel_oneshot_lamport", "LamportComm"]),
     (MOE, ["finalizeMoeRoutingKernel", "fused_add_rms_norm_kernel", "cross_device_reduce_1stage"],
      ["trtllm_moe_allreduce_fusion", "moefinalize_allreduce_fusion", "LamportComm"]),
+    (FLUX_RS, ["class GemmV2ReduceScatter", "VisitorAuxStoreScatter", "CudaIpcBarrierAllKernel"],
+     ["GemmV3ReduceScatter", "sm90_gemm_tma_warpspecialized_cooperative_reduce_scatter", "Sm90ReduceScatterDma"]),
 ])
 def test_prompt_shows_the_vllm_kernels_and_never_the_fused_reference(task_id: str, shown: list[str],
                                                                    hidden_names: list[str],
@@ -187,7 +233,8 @@ def test_prompt_shows_the_vllm_kernels_and_never_the_fused_reference(task_id: st
     for name in hidden_names:
         assert name not in text, name
     assert task.manifest["entry"]["symbol"] in text
-    assert f'"tokens": {task.manifest["shapes"]["tokens"]["default"]}' in text
+    first = next(iter(task.manifest["shapes"]))
+    assert f'"{first}": {task.manifest["shapes"][first]["default"]}' in text
 
 
 @pytest.mark.slow
