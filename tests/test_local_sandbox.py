@@ -161,3 +161,25 @@ def test_gpu_lock_is_exclusive_for_timing_and_shared_for_trials(tmp_path):
         assert "writer" not in events  # waits for the reader
     t.join(5)
     assert events == ["two readers", "writer"]
+
+
+def test_multi_gpu_lock_holds_every_gpu_of_the_evaluation(tmp_path):
+    import threading
+
+    from orchestrator.runner.judge import gpu_lock
+
+    gpu0, gpu1 = str(tmp_path / "gpu0.lock"), str(tmp_path / "gpu1.lock")
+    events: list[str] = []
+
+    def single_gpu_timing():
+        with gpu_lock(gpu1):
+            events.append("gpu1 timed")
+
+    with gpu_lock(f"{gpu1},{gpu0}"):  # a two-GPU timing, in any order of names
+        t = threading.Thread(target=single_gpu_timing)
+        t.start()
+        time.sleep(0.3)
+        assert events == []  # the one-GPU timing on GPU 1 waits
+        events.append("pair timed")
+    t.join(5)
+    assert events == ["pair timed", "gpu1 timed"]

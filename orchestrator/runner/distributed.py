@@ -43,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.runner import candidate, timing
-from orchestrator.runner.judge import Candidate, Judge, StageFailure, _equal, _median, device_info
+from orchestrator.runner.judge import Candidate, Judge, StageFailure, _equal, _median, device_info, gpu_lock
 from orchestrator.runner.shapes import Shape, shape_key
 
 # Bound before any submission is imported (like timing.py's timer functions).
@@ -282,11 +282,12 @@ class DistributedJudge(Judge):
     def _trial(self, cand: Any, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         inputs = self.rank_inputs(shape, seed)
-        refs = self.reference_outputs(shape, inputs)
-        t0 = time.perf_counter()
-        replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "return_inputs": True,
-                                  "reuse_buffers": reuse_buffers} for x in inputs], self.trial_timeout)
-        wall = time.perf_counter() - t0
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):  # no other evaluation times these GPUs meanwhile
+            refs = self.reference_outputs(shape, inputs)
+            t0 = time.perf_counter()
+            replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "return_inputs": True,
+                                      "reuse_buffers": reuse_buffers} for x in inputs], self.trial_timeout)
+            wall = time.perf_counter() - t0
         results = []
         for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
             if not all(_equal(a, b) for a, b in zip(reply["inputs_after"], x)):

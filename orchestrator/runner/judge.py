@@ -266,15 +266,25 @@ class Judge:
 
 @contextlib.contextmanager
 def gpu_lock(path: str | None, shared: bool = False) -> Iterator[None]:
-    """A reader-writer lock on one GPU, shared by every sandbox on the host.
+    """A reader-writer lock on the GPUs of an evaluation, shared by every sandbox on the host.
 
     Timing takes it exclusively; correctness and stress trials take it shared, so no other
     evaluation's kernels run on the GPU while one is timed. A turnstile taken briefly by
     every reader and held by a waiting writer keeps a stream of readers from starving it.
+    `path` names one lock file per GPU, comma-separated (a multi-GPU evaluation holds all
+    of its GPUs); they are taken in sorted order, so two evaluations never deadlock.
     """
     if not path:
         yield
         return
+    with contextlib.ExitStack() as stack:
+        for one in sorted(set(path.split(","))):
+            stack.enter_context(_one_gpu_lock(one, shared))
+        yield
+
+
+@contextlib.contextmanager
+def _one_gpu_lock(path: str, shared: bool) -> Iterator[None]:
     with open(path + ".turnstile", "a") as turnstile, open(path, "a") as main:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         if shared:

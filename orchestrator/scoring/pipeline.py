@@ -117,7 +117,7 @@ def _gpu_lock_path(sandbox: Sandbox) -> str | None:
     sandbox shares the host's /tmp; other backends time alone in their container)."""
     if sandbox.name != "local" or not sandbox.spec.gpus:
         return None
-    return f"/tmp/popcorn-gpu{sandbox.spec.gpus[0]}.lock"
+    return ",".join(f"/tmp/popcorn-gpu{g}.lock" for g in sandbox.spec.gpus)
 
 
 def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
