@@ -222,9 +222,9 @@ def test_shared_buffers_hold_the_references_workspaces() -> None:
     (FLUX_RS, ["class GemmV2ReduceScatter", "VisitorAuxStoreScatter", "CudaIpcBarrierAllKernel"],
      ["GemmV3ReduceScatter", "sm90_gemm_tma_warpspecialized_cooperative_reduce_scatter", "Sm90ReduceScatterDma"]),
 ])
-def test_prompt_shows_the_vllm_kernels_and_never_the_fused_reference(task_id: str, shown: list[str],
-                                                                   hidden_names: list[str],
-                                                                   cache_dir: Path) -> None:
+def test_prompt_shows_the_a100_kernels_and_never_the_h100_reference(task_id: str, shown: list[str],
+                                                                    hidden_names: list[str],
+                                                                    cache_dir: Path) -> None:
     task = find_task(task_id, TRANSLATION)
     roots = sources.prepare(task.manifest, cache_dir)
     text = build_prompt(task, roots)
