@@ -53,9 +53,10 @@ def test_int8_reference_matmul_is_exact_at_large_k() -> None:
     bt = torch.full((3, k), -128, dtype=torch.int8)
     bt[1, ::2] = 127
     bt[2, 1::3] = 1
-    got = glue.exact_int8_matmul(a, bt)
-    want = a.long() @ bt.long().T  # exact integers
-    assert got.dtype == torch.float64 and torch.equal(got, want.double())
+    want = (a.long() @ bt.long().T).double()  # exact integers
+    for use_int_mm in (False, True):  # the fp32-chunk path, and the int8 GEMM path the GPU takes
+        got = glue.exact_int8_matmul(a, bt, use_int_mm=use_int_mm)
+        assert got.dtype == torch.float64 and torch.equal(got, want)
     assert 128 * 128 * k > 2**24  # beyond fp32's exact integers: the chunking is what keeps it exact
 
 

@@ -1,0 +1,36 @@
+// PopcornBench glue: vLLM's CUTLASS 3.x W8A8 int8 GEMM with per-token activation zero points for sm90
+// (c3x/scaled_mm_sm90_int8_dispatch.cuh: the sm90 int8 TMA + wgmma collectives with the
+// ScaledEpilogueBiasAzpToken epilogues of scaled_mm_epilogues_c3x.hpp) as the H100 reference,
+// called as c3x/scaled_mm_azp_sm90_int8.cu's cutlass_scaled_mm_azp_sm90_int8 calls it for bf16
+// output. vLLM's torch::Tensor code runs unchanged over our torch shim
+// (translation/common/torch_shim/popcorn_torch.h: views of the raw buffers, no libtorch).
+#include "entry.h"
+#include <torch/all.h>
+#include "quantization/cutlass_w8a8/c3x/scaled_mm_sm90_int8_dispatch.cuh"
+#include "cutlass_extensions/epilogue/scaled_mm_epilogues_c3x.hpp"
+
+extern "C" int popcorn_w8a8_int8_azp_gemm(int m, int n, int k, const int8_t* A, const int8_t* B,
+                                          const float* a_scales, const float* b_scales, const int32_t* azp_adj,
+                                          const int32_t* azp, const void* bias, void* D, cudaStream_t stream) {
+  popcorn::StreamScope on(stream);
+  popcorn::reset_pool();
+  try {
+    torch::Tensor a(const_cast<int8_t*>(A), torch::kInt8, {m, k}, {k, 1});
+    torch::Tensor b(const_cast<int8_t*>(B), torch::kInt8, {k, n}, {1, k});  // column-major K x N
+    torch::Tensor out(D, torch::kBFloat16, {m, n}, {n, 1});
+    torch::Tensor sa(const_cast<float*>(a_scales), torch::kFloat32, {m, 1}, {});
+    torch::Tensor sb(const_cast<float*>(b_scales), torch::kFloat32, {1, n}, {});
+    torch::Tensor adj(const_cast<int32_t*>(azp_adj), torch::kInt32, {1, n}, {});
+    std::optional<torch::Tensor> bias_t;
+    if (bias) bias_t = torch::Tensor(const_cast<void*>(bias), torch::kBFloat16, {n}, {});
+    torch::Tensor azp_t(const_cast<int32_t*>(azp), torch::kInt32, {m}, {});
+    // cutlass_scaled_mm_azp_sm90_int8 (azp given) -> cutlass_scaled_mm_sm90_int8_epilogue<...AzpToken>, bf16:
+    using vllm::c3x::ScaledEpilogueBiasAzpToken;
+    vllm::cutlass_gemm_sm90_int8_dispatch<int8_t, cutlass::bfloat16_t, ScaledEpilogueBiasAzpToken>(out, a, b, sa, sb, adj,
+                                         azp_t, bias_t);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaPeekAtLastError());
+}
