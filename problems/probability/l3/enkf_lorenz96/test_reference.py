@@ -80,3 +80,18 @@ def test_degeneracy():
 
 def test_tolerance_calibrated():
     case.check_calibration({"experiments": 4, "members": 64, "n_vars": 40, "cycles": 60, "rk4_steps": 10})
+
+
+def test_checker_accepts_rounding_and_rejects_wrong_answers():
+    shape = {"experiments": 10, "members": 64, "n_vars": 40, "cycles": 5, "rk4_steps": 5}
+    inputs, (means, ens) = case.run(shape)
+    tol = case.tolerance
+    assert ref.check_output(inputs, (means * (1 + 1e-5), ens + 1e-5), (means, ens), tol)[0]
+    one_off = ens.clone()
+    one_off[3] += 0.5  # 1 diverged experiment of 10: the 90 % allowance
+    assert ref.check_output(inputs, (means, one_off), (means, ens), tol)[0]
+    two_off = one_off.clone()
+    two_off[7] += 0.5
+    assert not ref.check_output(inputs, (means, two_off), (means, ens), tol)[0]
+    assert not ref.check_output(inputs, (means + 1e-2, ens), (means, ens), tol)[0]
+    assert not ref.check_output(inputs, (means.roll(1, 1), ens), (means, ens), tol)[0]
