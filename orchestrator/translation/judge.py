@@ -29,6 +29,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.judge import gpu_lock
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
                                        serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -166,6 +167,11 @@ class TranslationJudge:
                          "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
 
     def timing(self, cand: Library) -> None:
+        # the GPUs alone while timing: the same per-GPU lock as the core's judges
+        with gpu_lock(self.job.get("gpu_lock")):
+            self._timing(cand)
+
+    def _timing(self, cand: Library) -> None:
         t = self.job.get("timing", {})
         iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
         sets = [self.inputs(self.disclosed, self._seed()) for _ in range(n_sets)]

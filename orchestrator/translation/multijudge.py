@@ -29,6 +29,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.judge import gpu_lock
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -235,6 +236,11 @@ class MultiJudge:
         return [max(ts) for ts in zip(*per_rank)]  # an iteration ends when its slowest rank does
 
     def timing(self, cand: RankGroup) -> None:
+        # the GPUs alone while timing: the same per-GPU lock as the core's judges
+        with gpu_lock(self.job.get("gpu_lock")):
+            self._timing(cand)
+
+    def _timing(self, cand: RankGroup) -> None:
         t = self.job.get("timing", {})
         iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
         sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(n_sets)]

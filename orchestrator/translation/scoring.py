@@ -122,6 +122,9 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         job.update(task_dir=str(task.path), libraries={side: str(r.library) for side, r in libs.items()})
         if task.is_multi:
             job.update(devices=[f"cuda:{g}" for g in job["gpus"]], ipc_helper=str(extra["ipc"]))
+        if not job["device"].startswith("cpu"):
+            gpus = job.get("gpus") or [int(job["device"].split(":")[1])]
+            job["gpu_lock"] = ",".join(f"/tmp/popcorn-gpu{g}.lock" for g in gpus)
         result = run_judge(job, timeout, None, module)
     else:
         result = _judge_in_sandbox(task, libs, job, settings, timeout, sandbox, module, extra)
@@ -161,6 +164,9 @@ def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict
         if task.is_multi:
             inside.update(devices=["cpu"] * int(job["world_size"]) if cpu else [f"cuda:{i}" for i in range(len(gpus))],
                           ipc_helper=f"{work}/lib/ipc.so")
+        from orchestrator.scoring.pipeline import _gpu_lock_path
+
+        inside["gpu_lock"] = None if cpu else _gpu_lock_path(sandbox)  # timings never overlap other work on a GPU
         result = run_judge(inside, timeout, sandbox, module)
         result["sandbox_backend"] = sandbox.name
         return result
