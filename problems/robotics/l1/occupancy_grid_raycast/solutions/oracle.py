@@ -9,8 +9,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-L_FREE = -0.375
-L_OCC = 0.875
+L_FREE = tl.constexpr(-0.375)
+L_OCC = tl.constexpr(0.875)
 
 
 @triton.jit
