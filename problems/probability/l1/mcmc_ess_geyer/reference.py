@@ -112,11 +112,11 @@ def get_inputs(shape, generator, device):
     innovation = torch.sqrt(1.0 - phi * phi)
     scale = torch.exp(torch.randn(params, 1, generator=generator))
     offsets = 0.1 * torch.randn(params, chains, generator=generator)
-    draws = torch.empty(params, chains, n)
-    state = torch.randn(params, chains, generator=generator)
-    for t in range(n):
-        if t:
-            state = phi * state + innovation * torch.randn(params, chains, generator=generator)
-        draws[:, :, t] = state
-    draws = (draws + offsets[:, :, None]) * scale[:, :, None]
+    noise = torch.randn(n, params, chains, generator=generator)  # step-major: each step is contiguous
+    state = noise[0].clone()
+    for t in range(1, n):
+        state.mul_(phi).add_(innovation * noise[t])
+        noise[t] = state
+    draws = noise.permute(1, 2, 0)
+    draws = ((draws + offsets[:, :, None]) * scale[:, :, None]).contiguous()
     return (draws.to(device),)

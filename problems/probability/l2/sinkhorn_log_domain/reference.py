@@ -4,12 +4,13 @@ C_ij = ||x_i - y_j||^2 (exact differences). From f = g = 0, K times:
   f_i = -eps logsumexp_j((g_j - C_ij) / eps + log b_j)
   g_j = -eps logsumexp_i((f_i - C_ij) / eps + log a_i)
 then cost = sum_ij exp((f_i + g_j - C_ij) / eps + log a_i + log b_j) C_ij.
-C is kept in memory when it is small and recomputed in row blocks otherwise (same values).
+C is formed in row blocks (bounded temporaries) and kept in memory up to STORE_LIMIT elements, which
+covers every manifest shape; beyond it the blocks are recomputed on every pass (same values).
 """
 import torch
 import torch.nn as nn
 
-STORE_LIMIT = 2**27  # cost-matrix elements kept in memory across iterations
+STORE_LIMIT = 2**30  # cost-matrix elements kept in memory across iterations (every manifest shape)
 BLOCK_ELEMENTS = 2**25  # (batch, row, column, dim) differences formed at a time
 
 
