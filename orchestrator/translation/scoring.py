@@ -25,7 +25,7 @@ from typing import Any
 from orchestrator.config import REPO_ROOT, Settings
 from orchestrator.errors import UserError
 from orchestrator.runner.judge import parse_verdict
-from orchestrator.translation import builds, sources
+from orchestrator.translation import builds, integrity, sources
 from orchestrator.translation.catalog import Task, find_task
 
 MODES = ("compile", "check", "full")
@@ -64,11 +64,14 @@ def prepare_libraries(task: Task, settings: Settings, candidate: Path | None, of
 
 
 def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mode: str = "full",
-             sandbox: Any = None, seed: int | None = None, isolate: bool = True) -> dict[str, Any]:
+             sandbox: Any = None, seed: int | None = None, isolate: bool = True,
+             allow_reference: bool = False) -> dict[str, Any]:
     """Score one candidate .cu file for translation task `task_id` (see docs/translation.md).
 
     The judge runs in `sandbox`, or in a fresh one of `settings.sandbox` (local or docker);
     `isolate=False` runs it as a plain subprocess (recorded as such in the verdict).
+    `allow_reference=True` (verification only: the H100 reference scored as a candidate)
+    skips the check that the candidate neither includes nor pastes the H100 reference.
     """
     if mode not in MODES:
         raise UserError(f"mode must be one of {MODES}, not {mode!r}")
@@ -90,6 +93,12 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
     if not cand.ok:
         return _verdict(task, solution, started, failure_class="compile_error", failure_detail=cand.log[-4000:],
                         stages={"load": build_stage})
+    if not allow_reference:
+        roots = sources.prepare(task.manifest, settings.cache_dir, [])  # unpacked already by the builds
+        leak = integrity.reference_leak(task, roots, solution)
+        if leak:
+            return _verdict(task, solution, started, failure_class="hack_detected", failure_detail=leak,
+                            stages={"load": build_stage})
     if _device(settings) == "cpu":
         # No GPU: the candidate compiled and linked for sm_90a, which is all a CPU can check.
         if mode == "compile":

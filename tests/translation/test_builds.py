@@ -137,3 +137,21 @@ def test_the_cuda_ipc_helper_builds_once(cache_dir: Path) -> None:
         assert f" T {name}" in symbols
     mtime = first.stat().st_mtime_ns
     assert builds.build_ipc_helper(cache_dir) == first and first.stat().st_mtime_ns == mtime
+
+
+def test_a_candidate_that_includes_or_pastes_the_h100_reference_is_refused(task_and_roots, tmp_path: Path) -> None:
+    from orchestrator.translation import integrity
+
+    task, roots = task_and_roots
+    assert integrity.reference_leak(task, roots, task.file("a100.cu")) is None  # porting the A100 code is the job
+    naive = tmp_path / "naive.cu"
+    naive.write_text(NAIVE_CANDIDATE)
+    assert integrity.reference_leak(task, roots, naive) is None
+    # the H100 adapter includes the human-written H100 example: that is handing back the answer
+    leak = integrity.reference_leak(task, roots, task.file("h100.cu"))
+    assert leak and leak.startswith("reference_include") and "48_hopper" in leak
+    h100_main = roots[task.manifest["h100"]["pin"]] / task.manifest["h100"]["main"]
+    pasted = tmp_path / "pasted.cu"
+    pasted.write_text(NAIVE_CANDIDATE + h100_main.read_text().replace("int main(", "int upstream_main("))
+    leak = integrity.reference_leak(task, roots, pasted)
+    assert leak and leak.startswith("reference_pasted")
