@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     sandbox: Literal["auto", "local", "docker"] = "auto"
     sandbox_memory_gb: float = Field(32.0, description="host memory limit of a sandbox (GPU memory is not limited)")
     sandbox_pids: int = 512
+    sandbox_cpus: float = Field(4.0, gt=0, description="CPUs of a sandbox: the docker CPU quota, and the thread count "
+                                                        "of torch/OpenMP inside every backend (many evaluations "
+                                                        "share a host; unbounded thread pools thrash it)")
     images_lock: Path | None = None
 
     # agent

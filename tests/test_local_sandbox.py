@@ -183,3 +183,13 @@ def test_multi_gpu_lock_holds_every_gpu_of_the_evaluation(tmp_path):
         events.append("pair timed")
     t.join(5)
     assert events == ["pair timed", "gpu1 timed"]
+
+
+def test_thread_pools_follow_the_sandbox_cpus():
+    from orchestrator.sandbox.base import SandboxSpec, create
+
+    with create("local", SandboxSpec(run_id="t", episode="threads", cpus=1)) as sb:  # this host may have only 2
+        r = sb.exec([sb.python, "-c", "import os, torch; print(os.environ['OMP_NUM_THREADS'], torch.get_num_threads())"],
+                    timeout_s=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1"]

@@ -162,3 +162,10 @@ def _load_builtin() -> None:
             importlib.import_module(mod)
         except ImportError:
             pass
+
+
+def thread_env(cpus: float) -> dict[str, str]:
+    """Thread pools sized to the sandbox's CPUs: torch and OpenMP otherwise start one thread
+    per host core in every process, and a dozen evaluations on one host thrash it."""
+    n = str(max(1, round(cpus)))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}

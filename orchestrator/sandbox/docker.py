@@ -30,7 +30,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from orchestrator.sandbox.base import ExecResult, Sandbox, SandboxSpec, SandboxUnavailable, register
+from orchestrator.sandbox.base import ExecResult, Sandbox, SandboxSpec, SandboxUnavailable, register, thread_env
 
 LABEL_RUN = "popcorn.run"
 LABEL_EPISODE = "popcorn.episode"
@@ -223,7 +223,8 @@ class DockerSandbox(Sandbox):
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
                "TRITON_CACHE_DIR": "/tmp/triton", "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions",
                # NVLink multicast can take a shared host's GPUs out of service: never on
-               "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+               "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+               **thread_env(self.spec.cpus)}
         if self.settings.ld_library_path:
             env["LD_LIBRARY_PATH"] = self.settings.ld_library_path
         for name in filter(None, (n.strip() for n in self.settings.pass_env.split(","))):

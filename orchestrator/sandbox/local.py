@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Mapping, Sequence
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.sandbox.base import ExecResult, Sandbox, SandboxSpec, SandboxUnavailable, register
+from orchestrator.sandbox.base import ExecResult, Sandbox, SandboxSpec, SandboxUnavailable, register, thread_env
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Folders of this checkout a sandbox must not read: our oracle solutions, earlier
@@ -200,6 +200,7 @@ class LocalSandbox(Sandbox):
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in self.spec.gpus),
             # NVLink multicast can take a shared host's GPUs out of service: never on.
             "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+            **thread_env(self.spec.cpus),
         }
         for key in ("LD_LIBRARY_PATH", "CUDA_HOME"):
             if key in os.environ:  # toolchain locations, never credentials

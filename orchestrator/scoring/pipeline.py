@@ -46,7 +46,8 @@ def sandbox_spec(entry: Entry, settings: Any, *, run_id: str = "adhoc", episode:
     if digest:
         env["POPCORN_IMAGE_DIGEST"] = digest
     return SandboxSpec(run_id=run_id, episode=episode, gpus=gpus, image=image,
-                       memory_bytes=int(settings.sandbox_memory_gb * 2**30), pids=settings.sandbox_pids, env=env)
+                       memory_bytes=int(settings.sandbox_memory_gb * 2**30), pids=settings.sandbox_pids, env=env,
+                       cpus=settings.sandbox_cpus)
 
 
 def create_sandbox(entry: Entry, settings: Any, *, run_id: str = "adhoc", episode: str = "adhoc",
