@@ -5,8 +5,9 @@
 # end; the JSON lines of each lane are also copied to $OUT/<lane>.jsonl.
 #
 #   bash scripts/gpu/batch_lanes.sh LANE...     (lanes run concurrently)
-#   lanes: oracles[:GLOB]   every single-GPU oracle on GPU 0 (8 hidden shapes, no ncu)
-#          references[:GLOB] reference times at default and maximum shapes on GPU 1
+#   lanes: oracles0[:GLOBS] every single-GPU oracle (comma-separated globs) on GPU 0 (8 hidden
+#                           shapes, no ncu); oracles1 the same on GPU 1
+#          references[:GLOB] reference times at the default shape of problems without an oracle, GPU 1
 #          agent            the mt-all tools through the oracle:tools agent on GPU 1
 #          docker           dockerd + images + hardened GPU containers (scripts/gpu/docker_on_device.sh)
 #          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids)
@@ -26,16 +27,18 @@ lane() {  # lane NAME ARG
     local name=$1 arg=${2:-} dir=$L/$1; mkdir -p $dir; cp -f $L/ceilings/ceilings.json $dir/ 2>/dev/null
     echo "== $(date +%T) lane $name start"
     case $name in
-        oracles) OUT=$dir POPCORN_GPUS=0 POPCORN_COUNTERS=false STRESS=8 PARALLEL=${PARALLEL:-6} \
-                 timeout $LANE_S python3 scripts/gpu/verify_core.py oracles "$arg" ;;
-        references) OUT=$dir CUDA_VISIBLE_DEVICES=1 REFERENCE_S=60 timeout $LANE_S python3 scripts/gpu/verify_core.py references "$arg" ;;
+        oracles|oracles0|oracles1) gpu=${name#oracles}; OUT=$dir POPCORN_GPUS=${gpu:-0} POPCORN_COUNTERS=false STRESS=8 \
+                 PARALLEL=${PARALLEL:-6} timeout $LANE_S python3 scripts/gpu/verify_core.py oracles "$arg" ;;
+        references) OUT=$dir CUDA_VISIBLE_DEVICES=1 GPU_LOCK=/tmp/popcorn-gpu1.lock REFERENCE_S=120 REFERENCE_MAX=0 \
+                    WITHOUT_ORACLE=1 PARALLEL=3 timeout $LANE_S python3 scripts/gpu/verify_core.py references "$arg" ;;
         agent) OUT=$dir POPCORN_GPUS=1 POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh graph/l1/csr_spmv local ;;
         docker) OUT=$dir ORACLE_BUDGET_S=120 timeout $LANE_S bash scripts/gpu/docker_on_device.sh ;;
         translation) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify.sh --gpus 1 --stress 4 \
                      ${arg:+--tasks ${arg//,/ }} ;;
         repeat) OUT=$dir POPCORN_GPUS=1 timeout 300 python3 scripts/gpu/verify_core.py repeat graph/l1/csr_spmv 10
-                OUT=$dir CUDA_VISIBLE_DEVICES=1 POPCORN_GPUS=0 timeout 120 python3 scripts/gpu/verify_core.py ncu graph/l1/csr_spmv ;;
-        collectives) OUT=$dir timeout $LANE_S bash scripts/gpu/collectives_x2.sh 2 90 "${arg:-.}" ;;
+                OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu graph/l1/csr_spmv ;;
+        collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $LANE_S bash scripts/gpu/collectives_x2.sh 2 \
+                     ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         executors) OUT=$dir timeout $LANE_S bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
         multi) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
         *) echo "unknown lane $name" ;;

@@ -23,16 +23,13 @@ mkdir -p "$OUT/verdicts"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
 touch "$OUT/collectives_x2.jsonl"
-for manifest in $(grep -l '"collectives": true' problems/*/l*/*/manifest.json); do
-    dir=$(dirname "$manifest"); id=${dir#problems/}
-    echo "$id" | grep -Eq "$PATTERN" || continue
-    oracle="$dir/solutions/oracle.py"
-    [ -f "$oracle" ] || { echo "{\"problem\": \"$id\", \"status\": \"no_oracle\"}" >> "$OUT/collectives_x2.jsonl"; continue; }
-    out="$OUT/verdicts/${id//\//__}.json"
+one() {  # one collectives problem: its verdict, then one summary line
+    local dir=$1 id=${1#problems/} oracle=$1/solutions/oracle.py
+    local out="$OUT/verdicts/${id//\//__}.json"
     echo "== $id"
     timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --problem "$id" --solution "$oracle" --device "${COLLECTIVES_DEVICE:-cuda}" \
         --world-size 2 --stress "$STRESS" --seed 2 --out "$out" > "$OUT/verdicts/${id//\//__}.log" 2>&1
-    rc=$?
+    local rc=$?
     python3 - "$id" "$out" "$rc" >> "$OUT/collectives_x2.jsonl" <<'PY'
 import json, sys
 pid, path, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -52,4 +49,16 @@ print(json.dumps({"problem": pid, "status": r["status"], "exit": rc, "failure_cl
                   "speedup_ci95": t.get("speedup_ci95"), "device": r["device"].get("name")}))
 PY
     tail -1 "$OUT/collectives_x2.jsonl"
+}
+# Several problems at once (PARALLEL): their trials share the two GPUs, their timings take
+# both GPUs' locks one evaluation at a time.
+running=0
+for manifest in $(grep -l '"collectives": true' problems/*/l*/*/manifest.json); do
+    dir=$(dirname "$manifest"); id=${dir#problems/}
+    echo "$id" | grep -Eq "$PATTERN" || continue
+    [ -f "$dir/solutions/oracle.py" ] || { echo "{\"problem\": \"$id\", \"status\": \"no_oracle\"}" >> "$OUT/collectives_x2.jsonl"; continue; }
+    one "$dir" &
+    running=$((running + 1))
+    if [ "$running" -ge "${PARALLEL:-1}" ]; then wait -n; running=$((running - 1)); fi
 done
+wait

@@ -163,9 +163,14 @@ def ncu(problem: str) -> None:
     """Kernel time by ncu vs the harness's median (same shape, same oracle)."""
     script = REPO / "scripts/gpu/_oracle_loop.py"
     rep = OUT / "ncu_kernels.csv"
+    from orchestrator.runner.judge import gpu_lock
+
+    gpu = os.environ.get("NCU_GPU", "0")
     cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
            "--kernel-name-base", "function", sys.executable, str(script), problem]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ})
+    with gpu_lock(f"/tmp/popcorn-gpu{gpu}.lock"):  # nothing else on that GPU while ncu replays
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                             env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu})
     rep.write_text(res.stdout + "\n" + res.stderr[-4000:])
     durations = []
     for line in res.stdout.splitlines():
@@ -176,7 +181,8 @@ def ncu(problem: str) -> None:
     harness = json.loads(subprocess.run(
         [sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
          str(REPO / "problems" / problem / "solutions/oracle.py"), "--device", "cuda", "--stress", "0",
-         "--sandbox", "local", "--json"], capture_output=True, text=True, cwd=REPO).stdout)
+         "--sandbox", "local", "--json"], capture_output=True, text=True, cwd=REPO,
+        env={**os.environ, "POPCORN_GPUS": gpu}).stdout)
     h = harness["stages"]["timing"]["candidate"]["median_ms"]
     # the loop runs the oracle 10 times after 3 warm-ups; a forward may launch several kernels
     per_call = sorted(durations)
