@@ -68,6 +68,10 @@ export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
 export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
 export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
 echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
+step "exec overhead per tool call, container start (scripts/bench_docker.py)"
+IMG=$(python3 -c 'from orchestrator.images import resolve_image; print(resolve_image("graph/l1/csr_spmv")[0])')
+timeout 150 python3 scripts/bench_docker.py --image "$IMG" --calls 30 2>&1 | tail -20
+
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 step "hardening + GPU tests with a GPU attached ($ngpu GPUs)"
 POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
