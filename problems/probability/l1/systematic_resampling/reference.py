@@ -38,11 +38,12 @@ def boundary_ties(log_w, u, rows, slots, got, want) -> torch.Tensor:
     the two choices (cdf[min] .. cdf[max - 1], one value when they are off by one position)
     must lie within TIE_WIDTH of the slot's position (u + k) / N."""
     n = log_w.shape[1]
-    cdf = normalized_cdf(log_w[rows])
+    systems, which = torch.unique(rows, return_inverse=True)  # one CDF per affected system
+    cdf = normalized_cdf(log_w[systems])
     positions = (u[rows].double() + slots.double()) / n
     lo, hi = torch.minimum(got, want), torch.maximum(got, want)
-    first_crossed = cdf.gather(1, lo[:, None])[:, 0]
-    last_crossed = cdf.gather(1, (hi - 1)[:, None])[:, 0]
+    first_crossed = cdf[which, lo]
+    last_crossed = cdf[which, hi - 1]
     return ((first_crossed - positions).abs() <= TIE_WIDTH) & ((last_crossed - positions).abs() <= TIE_WIDTH)
 
 
