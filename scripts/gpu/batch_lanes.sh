@@ -21,6 +21,7 @@ cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 FINAL_OUT=$OUT; L=/tmp/lanes; mkdir -p $L
 LANE_S=${LANE_S:-540}
+AGENT_PROBLEMS=${AGENT_PROBLEMS:-graph/l1/csr_spmv,robotics/l1/forward_kinematics_dh}
 OUT=$L/ceilings python3 scripts/gpu/verify_core.py ceilings >/dev/null 2>&1; mkdir -p $L/ceilings
 
 lane() {  # lane NAME ARG
@@ -31,8 +32,9 @@ lane() {  # lane NAME ARG
                  PARALLEL=${PARALLEL:-6} timeout $LANE_S python3 scripts/gpu/verify_core.py oracles "$arg" ;;
         references) OUT=$dir CUDA_VISIBLE_DEVICES=1 GPU_LOCK=/tmp/popcorn-gpu1.lock REFERENCE_S=120 REFERENCE_MAX=0 \
                     WITHOUT_ORACLE=1 PARALLEL=3 timeout $LANE_S python3 scripts/gpu/verify_core.py references "$arg" ;;
-        agent) OUT=$dir POPCORN_GPUS=1 POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh graph/l1/csr_spmv local ;;
-        docker) OUT=$dir ORACLE_BUDGET_S=120 timeout $LANE_S bash scripts/gpu/docker_on_device.sh ;;
+        agent) OUT=$dir POPCORN_GPUS=1 POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh "$AGENT_PROBLEMS" local ;;
+        docker) OUT=$dir ORACLE_BUDGET_S=120 AGENT_PROBLEMS=$AGENT_PROBLEMS POPCORN_STRESS=2 \
+                timeout $LANE_S bash scripts/gpu/docker_on_device.sh ;;
         translation) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify.sh --gpus 1 --stress 4 \
                      ${arg:+--tasks ${arg//,/ }} ;;
         repeat) OUT=$dir POPCORN_GPUS=1 timeout 300 python3 scripts/gpu/verify_core.py repeat graph/l1/csr_spmv 10

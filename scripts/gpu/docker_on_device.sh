@@ -73,14 +73,21 @@ IMG=$(python3 -c 'from orchestrator.images import resolve_image; print(resolve_i
 timeout 150 python3 scripts/bench_docker.py --image "$IMG" --calls 30 2>&1 | tail -20
 
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-step "hardening + GPU tests with a GPU attached ($ngpu GPUs)"
-POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
+# Three things at once (a 10-minute device call): the hardening and GPU tests, oracles
+# scored in per-problem containers, and (AGENT_PROBLEMS set) mt-all episodes whose tools
+# run in the episode's container, with ncu's least privilege found there.
+step "hardening + GPU tests with a GPU attached ($ngpu GPUs); oracles in containers; agent tools in containers"
+( POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
     timeout 300 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
-    2>&1 | tee "$OUT/docker_tests.log" | tail -60
-
-step "oracles scored in per-problem containers"
-timeout 480 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
-    --gpus 0 --budget-s "${ORACLE_BUDGET_S:-150}"
+    > "$OUT/docker_tests.log" 2>&1; echo "tests exit $?" ) &
+( timeout 300 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
+    --gpus 0 --budget-s "${ORACLE_BUDGET_S:-150}" > "$OUT/docker_scores.log" 2>&1; echo "oracles exit $?" ) &
+if [ -n "${AGENT_PROBLEMS:-}" ]; then
+    ( OUT="$OUT/agent" POPCORN_GPUS=${AGENT_GPU:-1} timeout 420 bash scripts/gpu/agent_mt_all.sh "$AGENT_PROBLEMS" docker \
+        > "$OUT/agent_docker.log" 2>&1; echo "agent exit $?" ) &
+fi
+wait
+tail -40 "$OUT/docker_tests.log"; tail -15 "$OUT/docker_scores.log"; tail -30 "$OUT/agent/summary.txt" 2>/dev/null
 
 step "leftovers"
 python3 -m orchestrator sandbox prune
