@@ -122,7 +122,9 @@ def get_init_inputs(shape):
 
 
 MIN_SINGULAR_VALUE = 0.05
-START_NOISE = 0.15            # radians: q0 = clamp(q* + N(0, START_NOISE^2))
+START_NOISE = 0.05            # radians: q0 = clamp(q* + N(0, START_NOISE^2))
+BEYOND_FRACTION = 0.5         # targets that need J - 4 joints past a limit: solved best-effort, a residual stays
+BEYOND_MIN, BEYOND_MAX = 0.01, 0.05
 
 
 def get_inputs(shape, generator, device):
@@ -131,13 +133,20 @@ def get_inputs(shape, generator, device):
     half = 1.8 + 1.3 * torch.rand(J, 2, generator=generator, dtype=torch.float64)
     limits = torch.stack([-half[:, 0], half[:, 1]], -1)                         # [J,2], lo < 0 < hi
     inner_lo, inner_hi = 0.95 * limits[:, 0], 0.95 * limits[:, 1]
+    n_beyond = max(J - 4, 1)
     q_star = torch.empty(B, J, dtype=torch.float64)
     todo = torch.arange(B)
     for _ in range(50):                                                          # reject near-singular targets
         draw = inner_lo + (inner_hi - inner_lo) * torch.rand(B, J, generator=generator, dtype=torch.float64)
+        beyond = torch.rand(B, generator=generator) < BEYOND_FRACTION
+        joints = torch.rand(B, J, generator=generator).argsort(-1)[:, :n_beyond]
+        upper = torch.rand(B, n_beyond, generator=generator) < 0.5
+        excess = BEYOND_MIN + (BEYOND_MAX - BEYOND_MIN) * torch.rand(B, n_beyond, generator=generator, dtype=torch.float64)
+        past = torch.where(upper, limits[joints, 1] + excess, limits[joints, 0] - excess)
+        draw = torch.where(beyond[:, None], draw.scatter(1, joints, past), draw)
         cand = draw[: todo.numel()]
         _, _, jac = kinematics(cand, **chain)
-        ok = torch.linalg.svdvals(jac)[:, -1] >= MIN_SINGULAR_VALUE
+        ok = torch.linalg.eigvalsh(jac @ jac.mT)[:, 0] >= MIN_SINGULAR_VALUE ** 2   # sigma_min(J)^2, J >= 6
         q_star[todo[ok]] = cand[ok]
         todo = todo[~ok]
         if todo.numel() == 0:
@@ -153,8 +162,8 @@ def get_inputs(shape, generator, device):
 
 def check_output(inputs, output, expected, tolerance):
     """q within atol + rtol |q_ref| of the reference on at least `fraction` of the samples
-    (a sample that has not converged can wander chaotically, so a few may differ), and on
-    those samples the reported final ||e|| <= reference + per_output[1].atol. On every sample
+    (a rare sample can wander chaotically, so a few may differ), and on those samples the
+    reported final ||e|| <= reference + per_output[1].atol + rtol reference. On every sample
     the reported ||e|| must be the pose error at the returned q (recomputed in float64)."""
     q0, targets, limits = inputs
     q, err = output
@@ -165,9 +174,9 @@ def check_output(inputs, output, expected, tolerance):
     frac, need = float(close.double().mean()), float(tolerance.get("fraction", 1.0))
     if frac < need:
         return False, f"q: {frac:.5f} of samples within atol={atol:g} rtol={rtol:g} of the reference (need {need})"
-    worse = close & (err > err_ref + err_atol)
+    worse = close & (err > err_ref + err_atol + rtol * err_ref)
     if bool(worse.any()):
-        return False, f"final ||e||: {int(worse.sum())} samples exceed the reference's by more than {err_atol:g}"
+        return False, f"final ||e||: {int(worse.sum())} samples exceed the reference's by more than {err_atol:g} + {rtol:g} ||e||"
     chain = {k: v.double().to(q.device) for k, v in chain_for(q.shape[1]).items()}
     p_E, R_E, _ = kinematics(q.double(), **chain)
     actual = pose_error(targets.double(), p_E, R_E).norm(dim=-1)

@@ -65,12 +65,14 @@ def test_so3_log_matches_scipy_including_small_and_near_pi_angles():
     torch.testing.assert_close(ref.so3_log(R.float()), rotvec.float(), atol=1e-5, rtol=0)
 
 
-def test_solver_converges_and_targets_are_well_conditioned():
+def test_reachable_targets_converge_and_the_others_keep_a_residual_at_a_limit():
     shape = {"batch": 512, "iters": 20, "n_joints": 7}
     (q0, targets, limits), (q, err) = case.run(shape)
-    assert float(err.median()) < 1e-5 and float((err < 1e-3).double().mean()) > 0.98
+    converged, residual = err < 1e-4, err > 1e-3
+    assert 0.35 < float(converged.double().mean()) < 0.65 and 0.35 < float(residual.double().mean()) < 0.65
+    at_limit = ((q == limits[:, 0]) | (q == limits[:, 1])).sum(-1)
+    assert bool((at_limit[residual] >= 1).all()), "a best-effort solution presses against joint limits"
     assert bool(((q >= limits[:, 0]) & (q <= limits[:, 1])).all())
-    assert bool(((q == limits[:, 0]) | (q == limits[:, 1])).any()), "some joints should end on a limit"
     chain = ref.chain_for(7)
     _, _, jac = ref.kinematics(q.double(), **{k: v.double() for k, v in chain.items()})
     assert float(torch.linalg.svdvals(jac)[:, -1].min()) > 0.01
