@@ -1,0 +1,101 @@
+"""Turn the JSON lines of GPU verification lanes into the repository's records (run here,
+after a device call): every problem's `reference_h200_ms` in its manifest, and the
+Markdown table of docs/verification.md printed to stdout.
+
+    python3 scripts/gpu/record_results.py RESULTS.jsonl... [--write-manifests]
+
+Oracle rows (verify_core.py oracles) give the reference's median under the harness's
+timing rules; reference rows (verify_core.py references) cover problems without an
+oracle. The last row of a problem wins (later calls supersede earlier ones), except that
+a passing oracle row is never replaced by a failing one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
+    oracles: dict[str, dict] = {}
+    references: dict[str, dict] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            pid = row.get("problem")
+            if row.get("kind") == "oracle":
+                if oracles.get(pid, {}).get("status") == "passed" and row["status"] != "passed":
+                    continue
+                oracles[pid] = row
+            elif row.get("kind") == "reference" and row.get("default", {}).get("median_ms"):
+                references[pid] = row
+    return oracles, references
+
+
+def reference_ms(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> float | None:
+    row = oracles.get(pid)
+    if row and row.get("reference_ms"):
+        return float(row["reference_ms"])
+    ref = references.get(pid)
+    return float(ref["default"]["median_ms"]) if ref else None
+
+
+def write_manifest(pid: str, value: float) -> bool:
+    """Set reference_h200_ms in place, keeping the file's formatting."""
+    path = REPO / "problems" / pid / "manifest.json"
+    text = path.read_text()
+    new, n = re.subn(r'"reference_h200_ms":\s*(null|[0-9.eE+-]+)', f'"reference_h200_ms": {value:.4g}', text)
+    if n != 1:
+        return False
+    json.loads(new)
+    path.write_text(new)
+    return True
+
+
+def fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(oracles: dict[str, dict], references: dict[str, dict]) -> str:
+    rows = ["| problem | reference ms | oracle | stress | oracle ms | speedup [95 % CI] | DRAM/copy |",
+            "|---|---|---|---|---|---|---|"]
+    for pid in sorted(set(oracles) | set(references)):
+        o = oracles.get(pid)
+        ref = reference_ms(pid, oracles, references)
+        if o is None:
+            rows.append(f"| {pid} | {fmt(ref, '.4g')} | none | - | - | - | - |")
+            continue
+        ci = o.get("ci95") or [None, None]
+        status = "passed" if o["status"] == "passed" else f"failed: {o['failure']}"
+        speed = f"{fmt(o.get('speedup'))} [{fmt(ci[0])}, {fmt(ci[1])}]" if o.get("speedup") else "-"
+        rows.append(f"| {pid} | {fmt(ref, '.4g')} | {status} | {o.get('stress_n') or '-'} | "
+                    f"{fmt(o.get('oracle_ms'), '.4g')} | {speed} | {fmt(o.get('dram_fraction'), '.3f')} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", type=Path, help="JSON lines from verify_core.py (oracles, references)")
+    parser.add_argument("--write-manifests", action="store_true", help="set reference_h200_ms in each manifest")
+    args = parser.parse_args()
+    missing = [p for p in args.results if not p.is_file()]
+    if missing:
+        print(f"error: {missing[0]}: no such file", file=sys.stderr)
+        return 2
+    oracles, references = load(args.results)
+    if args.write_manifests:
+        written = [pid for pid in sorted(set(oracles) | set(references))
+                   if (ms := reference_ms(pid, oracles, references)) and write_manifest(pid, ms)]
+        print(f"reference_h200_ms written into {len(written)} manifests", file=sys.stderr)
+    print(table(oracles, references))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
