@@ -63,7 +63,7 @@ def _assign(X, log_pi, mu, seed_ptr, z_out, counts, sums, n, d, n_comp, sweep, i
 
 
 @triton.jit
-def _update(counts, sums, xi, log_pi, mu, joint_out, x_sq_total, d, n_comp, sigma2, tau2, const,
+def _update(counts, sums, xi, log_pi, mu, joint_out, stats, d, n_comp, sigma2, tau2,
             BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
     comps = tl.arange(0, BLOCK_K)
     cols = tl.arange(0, BLOCK_D)
@@ -77,6 +77,8 @@ def _update(counts, sums, xi, log_pi, mu, joint_out, x_sq_total, d, n_comp, sigm
     new_mu = tl.where(mask, new_mu, 0.0)
     tl.store(mu + offs, new_mu, mask=mask)
     m64, s64, n64 = new_mu.to(tl.float64), s_k.to(tl.float64), n_k.to(tl.float64)
+    x_sq_total = tl.load(stats)  # float64: sum ||x||^2 and the normalising constants
+    const = tl.load(stats + 1)
     resid_sq = x_sq_total - 2.0 * tl.sum(tl.sum(m64 * s64, axis=1), axis=0) + tl.sum(n64 * tl.sum(m64 * m64, axis=1), axis=0)
     lp = tl.load(log_pi + comps, mask=comp_ok, other=0.0).to(tl.float64)
     joint = (tl.sum(n64 * lp, axis=0) - resid_sq / (2.0 * sigma2) - tl.sum(tl.sum(m64 * m64, axis=1), axis=0) / (2.0 * tau2)
@@ -95,15 +97,17 @@ class ModelNew(nn.Module):
         counts = torch.zeros(sweeps, k, dtype=torch.float32, device=dev)
         sums = torch.zeros(sweeps, k, d, dtype=torch.float32, device=dev)
         joints = torch.empty(sweeps, dtype=torch.float32, device=dev)
-        x_sq_total = float((X.double() * X.double()).sum())
         const = -0.5 * n * d * math.log(2 * math.pi * sigma2) - 0.5 * k * d * math.log(2 * math.pi * tau2)
+        stats = torch.stack([(X.double() * X.double()).sum(), torch.tensor(const, dtype=torch.float64, device=dev)])
         block_d = max(16, triton.next_power_of_2(d))
         block_k = max(16, triton.next_power_of_2(k))
         # the interpreter (CPU) pays per program, not per element: few large programs there
         block_n = (64 if block_d * block_k <= 4096 else 32) if X.is_cuda else min(4096, triton.next_power_of_2(n))
+        warps = 8 if block_d * block_k >= 8192 else 4
         for g in range(sweeps):
             _assign[(triton.cdiv(n, block_n),)](X, log_pi, mu, seed, z, counts[g], sums[g], n, d, k, g,
-                                                0.5 / sigma2, BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_K=block_k)
-            _update[(1,)](counts[g], sums[g], xi[g], log_pi, mu, joints[g:], x_sq_total, d, k, float(sigma2),
-                          float(tau2), const, BLOCK_K=block_k, BLOCK_D=block_d)
+                                                0.5 / sigma2, BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_K=block_k,
+                                                num_warps=warps)
+            _update[(1,)](counts[g], sums[g], xi[g], log_pi, mu, joints[g:], stats, d, k, float(sigma2),
+                          float(tau2), BLOCK_K=block_k, BLOCK_D=block_d, num_warps=warps)
         return mu, z, joints

@@ -129,5 +129,6 @@ class ModelNew(nn.Module):
             block_m = max(16, triton.next_power_of_2(members))
         _enkf[(experiments,)](X, y.contiguous(), eps.contiguous(), scratch, means, members, n, dy, cycles,
                               int(rk4_steps), experiments, float(obs_std) ** 2,
-                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_Y=block_y, num_warps=4)
+                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_Y=block_y,
+                              num_warps=4 if block_n * block_y <= 4096 else 8)
         return means, X

@@ -32,10 +32,10 @@ def _chain(h, counter):
 
 
 @triton.jit
-def _normal(seed_ptr, counter, rows, cols):
+def _normal(seed_ptr, counter, rows, cols, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     """cb_normal(seed, counter, row, col): Box-Muller on the uniforms with suffixes 0 and 1."""
     seed = (tl.load(seed_ptr) & 0xFFFFFFFF).to(tl.uint32)
-    zero = tl.zeros([rows.shape[0], cols.shape[1]], dtype=tl.uint32)
+    zero = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.uint32)
     h = _chain(_chain(_hash32(seed), counter + zero), rows.to(tl.uint32) + zero)
     h = _chain(h, cols.to(tl.uint32) + zero)
     u0 = ((_chain(h, zero) >> 9).to(tl.float32) + 0.5) * 1.1920928955078125e-07
@@ -78,7 +78,7 @@ def _output_layer(H3, W_out, b_out, x, seed_ptr, x_out, g_out, norms, M, D, Hd, 
     acc += tl.load(b_out + cols, mask=cols < D, other=0.0)[None, :]
     xv = tl.load(x + offs, mask=mask, other=0.0)
     score = acc * inv_sigma - xv * prior_scale
-    z = _normal(seed_ptr, counter, rows[:, None], cols[None, :])
+    z = _normal(seed_ptr, counter, rows[:, None], cols[None, :], BLOCK_M, BLOCK_D)
     if PREDICTOR:
         tl.store(x_out + offs, xv + var_step * score + noise_scale * z, mask=mask)
     else:
@@ -98,7 +98,7 @@ def _corrector_update(x, g, norms, seed_ptr, M, D, counter, snr, BLOCK_M: tl.con
     offs = rows[:, None] * D + cols[None, :]
     ratio = snr * tl.load(norms + 1) / tl.load(norms)  # the batch means' 1/B cancels
     eps = 2.0 * ratio * ratio
-    z = _normal(seed_ptr, counter, rows[:, None], cols[None, :])
+    z = _normal(seed_ptr, counter, rows[:, None], cols[None, :], BLOCK_M, BLOCK_D)
     xv = tl.load(x + offs, mask=mask, other=0.0)
     tl.store(x + offs, xv + eps * tl.load(g + offs, mask=mask, other=0.0) + tl.sqrt(2.0 * eps) * z, mask=mask)
 
