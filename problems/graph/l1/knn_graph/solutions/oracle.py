@@ -13,7 +13,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-NO_INDEX = 2 ** 31 - 1
+NO_INDEX = tl.constexpr(2 ** 31 - 1)
 
 
 @triton.jit
