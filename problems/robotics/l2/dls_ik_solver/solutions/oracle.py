@@ -1,8 +1,8 @@
 """Oracle for robotics/l2/dls_ik_solver: the whole damped-least-squares solver in one Triton kernel.
 
 One lane per IK problem runs all K iterations: a forward-kinematics sweep keeps the running
-frame in registers and leaves each joint's world axis and origin in a small per-lane scratch
-row; J J^T + lambda^2 I (21 unique entries) is accumulated column by column, factored by an
+frame in registers and leaves each joint's world axis and origin in a scratch buffer
+([J, 6, B], coalesced); J J^T + lambda^2 I (21 unique entries) is accumulated column by column, factored by an
 unrolled 6x6 Cholesky, solved by forward and back substitution, and the step J^T y is applied
 and clamped joint by joint. The SO(3) log uses an fp32 atan2 (Cephes atanf polynomial).
 """
@@ -68,8 +68,9 @@ def _so3_log(m00, m01, m02, m10, m11, m12, m20, m21, m22):
 
 
 @triton.jit
-def _forward_kinematics(q_ptr, tab, scratch, rows, mask, J, BLOCK: tl.constexpr):
-    """End-effector pose; leaves each joint's world axis z_j and origin o_j in scratch."""
+def _forward_kinematics(q_ptr, tab, scratch, rows, mask, B, J, BLOCK: tl.constexpr):
+    """End-effector pose; leaves each joint's world axis z_j and origin o_j in scratch
+    (layout [J, 6, B], so consecutive lanes touch consecutive words)."""
     one = tl.full([BLOCK], 1.0, tl.float32)
     zero = tl.zeros([BLOCK], tl.float32)
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = one, zero, zero, zero, one, zero, zero, zero, one
@@ -96,13 +97,13 @@ def _forward_kinematics(q_ptr, tab, scratch, rows, mask, J, BLOCK: tl.constexpr)
         r00, r01, r02 = m00 * k00 + m01 * k10 + m02 * k20, m00 * k01 + m01 * k11 + m02 * k21, m00 * k02 + m01 * k12 + m02 * k22
         r10, r11, r12 = m10 * k00 + m11 * k10 + m12 * k20, m10 * k01 + m11 * k11 + m12 * k21, m10 * k02 + m11 * k12 + m12 * k22
         r20, r21, r22 = m20 * k00 + m21 * k10 + m22 * k20, m20 * k01 + m21 * k11 + m22 * k21, m20 * k02 + m21 * k12 + m22 * k22
-        sc = scratch + (rows * J + j) * 6
-        tl.store(sc + 0, m00 * s0 + m01 * s1 + m02 * s2, mask=mask)    # z_j = R_j a_j
-        tl.store(sc + 1, m10 * s0 + m11 * s1 + m12 * s2, mask=mask)
-        tl.store(sc + 2, m20 * s0 + m21 * s1 + m22 * s2, mask=mask)
-        tl.store(sc + 3, p0, mask=mask)                                 # o_j
-        tl.store(sc + 4, p1, mask=mask)
-        tl.store(sc + 5, p2, mask=mask)
+        sc = scratch + j * 6 * B + rows
+        tl.store(sc, m00 * s0 + m01 * s1 + m02 * s2, mask=mask)    # z_j = R_j a_j
+        tl.store(sc + 1 * B, m10 * s0 + m11 * s1 + m12 * s2, mask=mask)
+        tl.store(sc + 2 * B, m20 * s0 + m21 * s1 + m22 * s2, mask=mask)
+        tl.store(sc + 3 * B, p0, mask=mask)                                 # o_j
+        tl.store(sc + 4 * B, p1, mask=mask)
+        tl.store(sc + 5 * B, p2, mask=mask)
     e = tab + J * 15                          # T_ee rotation (9), offset (3)
     b00, b01, b02 = tl.load(e + 0), tl.load(e + 1), tl.load(e + 2)
     b10, b11, b12 = tl.load(e + 3), tl.load(e + 4), tl.load(e + 5)
@@ -140,7 +141,7 @@ def _dls_kernel(q_ptr, tgt_ptr, lim_ptr, tab, scratch, err_ptr, B, J, iters, dam
     zero = tl.zeros([BLOCK], tl.float32)
     for it in range(iters):
         pe0, pe1, pe2, e00, e01, e02, e10, e11, e12, e20, e21, e22 = _forward_kinematics(
-            q_ptr, tab, scratch, rows, mask, J, BLOCK)
+            q_ptr, tab, scratch, rows, mask, B, J, BLOCK)
         e0, e1, e2, e3, e4, e5 = _pose_error(tgt, mask, pe0, pe1, pe2, e00, e01, e02, e10, e11, e12, e20, e21, e22)
         a00 = zero + damp
         a10 = zero
@@ -164,11 +165,11 @@ def _dls_kernel(q_ptr, tgt_ptr, lim_ptr, tab, scratch, err_ptr, B, J, iters, dam
         a54 = zero
         a55 = zero + damp
         for j in range(J):                    # A = J J^T + lambda^2 I, lower triangle
-            sc = scratch + (rows * J + j) * 6
-            z0, z1, z2 = tl.load(sc + 0, mask=mask, other=0.0), tl.load(sc + 1, mask=mask, other=0.0), tl.load(sc + 2, mask=mask, other=0.0)
-            d0 = pe0 - tl.load(sc + 3, mask=mask, other=0.0)
-            d1 = pe1 - tl.load(sc + 4, mask=mask, other=0.0)
-            d2 = pe2 - tl.load(sc + 5, mask=mask, other=0.0)
+            sc = scratch + j * 6 * B + rows
+            z0, z1, z2 = tl.load(sc, mask=mask, other=0.0), tl.load(sc + 1 * B, mask=mask, other=0.0), tl.load(sc + 2 * B, mask=mask, other=0.0)
+            d0 = pe0 - tl.load(sc + 3 * B, mask=mask, other=0.0)
+            d1 = pe1 - tl.load(sc + 4 * B, mask=mask, other=0.0)
+            d2 = pe2 - tl.load(sc + 5 * B, mask=mask, other=0.0)
             c0, c1, c2, c3, c4, c5 = z1 * d2 - z2 * d1, z2 * d0 - z0 * d2, z0 * d1 - z1 * d0, z0, z1, z2
             a00 += c0 * c0
             a10 += c1 * c0
@@ -231,17 +232,17 @@ def _dls_kernel(q_ptr, tgt_ptr, lim_ptr, tab, scratch, err_ptr, B, J, iters, dam
         y1 = (w1 - l21 * y2 - l31 * y3 - l41 * y4 - l51 * y5) * inv1
         y0 = (w0 - l10 * y1 - l20 * y2 - l30 * y3 - l40 * y4 - l50 * y5) * inv0
         for j in range(J):                    # q_j = clamp(q_j + column_j . y)
-            sc = scratch + (rows * J + j) * 6
-            z0, z1, z2 = tl.load(sc + 0, mask=mask, other=0.0), tl.load(sc + 1, mask=mask, other=0.0), tl.load(sc + 2, mask=mask, other=0.0)
-            d0 = pe0 - tl.load(sc + 3, mask=mask, other=0.0)
-            d1 = pe1 - tl.load(sc + 4, mask=mask, other=0.0)
-            d2 = pe2 - tl.load(sc + 5, mask=mask, other=0.0)
+            sc = scratch + j * 6 * B + rows
+            z0, z1, z2 = tl.load(sc, mask=mask, other=0.0), tl.load(sc + 1 * B, mask=mask, other=0.0), tl.load(sc + 2 * B, mask=mask, other=0.0)
+            d0 = pe0 - tl.load(sc + 3 * B, mask=mask, other=0.0)
+            d1 = pe1 - tl.load(sc + 4 * B, mask=mask, other=0.0)
+            d2 = pe2 - tl.load(sc + 5 * B, mask=mask, other=0.0)
             dq = (z1 * d2 - z2 * d1) * y0 + (z2 * d0 - z0 * d2) * y1 + (z0 * d1 - z1 * d0) * y2 + z0 * y3 + z1 * y4 + z2 * y5
             qj = tl.load(q_ptr + rows * J + j, mask=mask, other=0.0) + dq
             qj = tl.minimum(tl.maximum(qj, tl.load(lim_ptr + 2 * j)), tl.load(lim_ptr + 2 * j + 1))
             tl.store(q_ptr + rows * J + j, qj, mask=mask)
     pe0, pe1, pe2, e00, e01, e02, e10, e11, e12, e20, e21, e22 = _forward_kinematics(
-        q_ptr, tab, scratch, rows, mask, J, BLOCK)
+        q_ptr, tab, scratch, rows, mask, B, J, BLOCK)
     e0, e1, e2, e3, e4, e5 = _pose_error(tgt, mask, pe0, pe1, pe2, e00, e01, e02, e10, e11, e12, e20, e21, e22)
     tl.store(err_ptr + rows, tl.sqrt(e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3 + e4 * e4 + e5 * e5), mask=mask)
 
@@ -259,7 +260,7 @@ class ModelNew(nn.Module):
         B, J = q0.shape
         q = q0.float().contiguous().clone()
         err = torch.empty(B, device=q0.device, dtype=torch.float32)
-        scratch = torch.empty(B, J, 6, device=q0.device, dtype=torch.float32)
+        scratch = torch.empty(J, 6, B, device=q0.device, dtype=torch.float32)
         BLOCK = 64 if q0.is_cuda else 1024
         if B:
             _dls_kernel[(triton.cdiv(B, BLOCK),)](
