@@ -170,3 +170,15 @@ def test_prompt_shows_the_a100_side_only(task_id: str, cache_dir: Path) -> None:
     assert task.manifest["entry"]["symbol"] in text and "sm_90a" in text
     headers = {h["header"]: h["resolves_to"] for h in parts["headers"]}
     assert headers.get("cute/tensor.hpp") == "pinned sources"
+
+
+@pytest.mark.parametrize("task_id", ["tr-vllm-w8a8-int8-gemm", "tr-fa2-fwd"])
+def test_h100_sources_list_is_what_the_integrity_check_forbids(task_id: str, cache_dir: Path) -> None:
+    """The A100 adapter (what a faithful port starts from) passes; the H100 adapter is refused."""
+    from orchestrator.translation import integrity
+
+    task = find_task(task_id, TRANSLATION)
+    roots = sources.prepare(task.manifest, cache_dir)
+    assert integrity.reference_leak(task, roots, task.file("a100.cu")) is None
+    leak = integrity.reference_leak(task, roots, task.file("h100.cu"))
+    assert leak is not None and leak.startswith("reference_include")
