@@ -115,7 +115,7 @@ def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
 
     from orchestrator.runner.compare import zeros_like_output
     from orchestrator.runner.problem import load_problem
-    from orchestrator.runner.shapes import default_shape
+    from orchestrator.runner.shapes import boundary_shape, default_shape
 
     ref_path = entry.path / "reference.py"
     try:
@@ -129,11 +129,17 @@ def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
             return
     if entry.collectives:
         return  # multi-process references are exercised by their own tests
-    params = entry.manifest["shapes"]
-    minimum = {k: (s["min"] if s.get("type", "int") != "choice" else s["choices"][0]) for k, s in params.items()}
+    params, constraints = entry.manifest["shapes"], entry.manifest.get("constraints", [])
+    minimum = boundary_shape(params, constraints, "min", "cpu")
+    if minimum is None:
+        yield "/constraints", "no shape near the minimum satisfies the constraints"
+        return
     shapes = [("minimum", minimum, "cpu"), ("cpu_default", default_shape(params, "cpu"), "cpu")]
     if device == "cuda":
-        maximum = {k: (s["max"] if s.get("type", "int") != "choice" else s["choices"][-1]) for k, s in params.items()}
+        maximum = boundary_shape(params, constraints, "max", "cuda")
+        if maximum is None:
+            yield "/constraints", "no shape near the maximum satisfies the constraints"
+            return
         shapes += [("default", default_shape(params, "cuda"), "cuda"), ("maximum", maximum, "cuda")]
     for label, shape, dev in shapes:
         try:

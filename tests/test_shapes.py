@@ -43,3 +43,16 @@ def test_cpu_stress_stays_at_or_below_the_cpu_default():
 def test_default_shape_uses_cpu_default_on_cpu():
     assert default_shape(PARAMS, "cpu")["n"] == 300
     assert default_shape(PARAMS, "cuda")["n"] == 4096
+
+
+def test_boundary_shape_meets_the_constraints_that_the_raw_maxima_break():
+    from orchestrator.runner.shapes import boundary_shape, satisfies
+
+    params = {"n": {"type": "int", "min": 8, "max": 4096, "default": 64, "cpu_default": 16},
+              "d": {"type": "int", "min": 4, "max": 1024, "default": 32, "cpu_default": 8}}
+    constraints = ["n * d <= 2**16"]
+    assert satisfies({"n": 4096, "d": 1024}, constraints)  # the raw maxima violate it
+    top = boundary_shape(params, constraints, "max")
+    assert top is not None and not satisfies(top, constraints)
+    assert top["n"] * top["d"] > 2**12  # shrunk towards the limit, not to the minimum
+    assert boundary_shape(params, constraints, "min") == {"n": 8, "d": 4}

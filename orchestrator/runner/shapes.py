@@ -181,6 +181,13 @@ def _repair(shape: Shape, params: Mapping[str, Mapping[str, Any]], constraints: 
     return None
 
 
+def boundary_shape(params: Mapping[str, Mapping[str, Any]], constraints: list[str], which: str,
+                   device: str = "cuda", seed: int = 0) -> Shape | None:
+    """The lower ("min") or upper ("max") boundary, shrunk until every constraint holds
+    (the maxima of all parameters at once rarely satisfy them)."""
+    return _repair(_boundary(params, which, device), params, constraints, random.Random(seed), device)
+
+
 def stress_shapes(params: Mapping[str, Mapping[str, Any]], constraints: list[str], n: int,
                   seed: int, device: str = "cuda") -> list[Shape]:
     """Draw `n` hidden shapes: boundaries first, then random ones, all valid."""

@@ -64,7 +64,9 @@ kw = {}
 if backend == "docker":
     try:
         from orchestrator.images import resolve_image
-        kw["image"] = resolve_image("graph/l1/csr_spmv")[0]
+        import os
+        lock = os.environ.get("POPCORN_IMAGES_LOCK")
+        kw["image"] = resolve_image("graph/l1/csr_spmv", Path(lock) if lock else None)[0]
     except Exception as exc:  # no engine or no image: say so and stop
         print(f"{backend}: skipped ({type(exc).__name__}: {exc})")
         raise SystemExit(0)

@@ -69,7 +69,9 @@ export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
 export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
 echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
 step "exec overhead per tool call, container start (scripts/bench_docker.py)"
-IMG=$(python3 -c 'from orchestrator.images import resolve_image; print(resolve_image("graph/l1/csr_spmv")[0])')
+export POPCORN_IMAGES_LOCK="$OUT/images.lock.json"  # runs below use exactly the images just built
+IMG=$(python3 -c 'import os, pathlib; from orchestrator.images import resolve_image
+print(resolve_image("graph/l1/csr_spmv", pathlib.Path(os.environ["POPCORN_IMAGES_LOCK"]))[0])')
 timeout 150 python3 scripts/bench_docker.py --image "$IMG" --calls 30 2>&1 | tail -20
 
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)

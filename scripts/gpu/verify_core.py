@@ -90,7 +90,7 @@ REFERENCE_PROBE = r"""
 import json, os, sys, torch
 from orchestrator.runner.judge import gpu_lock
 from orchestrator.runner.problem import load_problem
-from orchestrator.runner.shapes import default_shape
+from orchestrator.runner.shapes import boundary_shape, default_shape
 from orchestrator.runner.timing import stats, time_calls
 problem, device = load_problem(sys.argv[1]), sys.argv[2]
 params = problem.manifest["shapes"]
@@ -99,7 +99,7 @@ for label in ("default", "maximum"):
     if label == "default":
         shape = default_shape(params, device)
     else:
-        shape = {k: (s["max"] if s.get("type", "int") != "choice" else s["choices"][-1]) for k, s in params.items()}
+        shape = boundary_shape(params, problem.manifest.get("constraints", []), "max", "cuda")
     try:
         if label == "maximum" and (device == "cpu" or os.environ.get("REFERENCE_MAX", "1") == "0"):
             continue
