@@ -79,7 +79,7 @@ def test_degeneracy():
 
 
 def test_tolerance_calibrated():
-    case.check_calibration({"experiments": 4, "members": 64, "n_vars": 40, "cycles": 60, "rk4_steps": 10})
+    case.check_calibration({"experiments": 4, "members": 128, "n_vars": 40, "cycles": 40, "rk4_steps": 10})
 
 
 def test_checker_accepts_rounding_and_rejects_wrong_answers():

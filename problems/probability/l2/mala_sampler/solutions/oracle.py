@@ -80,7 +80,7 @@ class ModelNew(nn.Module):
         accepted = torch.empty(chains, steps, dtype=torch.int8, device=dev)
         block_d = triton.next_power_of_2(d)
         # the interpreter (CPU) pays per program, not per element: one program there
-        block_c = min(64, max(16, 2048 // block_d)) if x0.is_cuda else min(1024, triton.next_power_of_2(chains))
+        block_c = min(32, max(16, 2048 // block_d)) if x0.is_cuda else min(1024, triton.next_power_of_2(chains))
         _mala[(triton.cdiv(chains, block_c),)](
             x0.contiguous(), xi.contiguous(), log_u.contiguous(), self.mu, self.inv_var, self.const,
             x, rate, mean, accepted, chains, d, self.mu.shape[0], steps, float(eps), math.sqrt(2.0 * eps),
