@@ -54,3 +54,22 @@ def test_hardcoded_shape_is_a_warning():
 def test_setattr_on_self_is_fine_on_modules_is_not():
     assert rules("import torch\nclass ModelNew:\n  def __init__(self):\n    setattr(self, 'w', 1)") == set()
     assert "monkeypatch" in rules("import torch\nclass ModelNew: pass\nsetattr(torch.cuda, 'synchronize', None)")
+
+
+def test_triton_code_the_gpu_compiler_refuses_is_a_warning():
+    source = '''
+import torch, triton, triton.language as tl
+SCALE = 2.0
+NEG = tl.constexpr(-1)
+@triton.jit
+def kernel(x, BLOCK: tl.constexpr):
+    rows = [tl.load(x + i) for i in range(3)]
+    tl.store(x, SCALE * NEG + BLOCK)
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x * SCALE
+'''
+    findings = [f for f in analyze(source) if f.rule == "triton_gpu"]
+    assert {f.line for f in findings} == {7, 8}  # the comprehension and SCALE inside the kernel
+    assert all(f.severity == "warning" for f in findings)
+    assert any("SCALE" in f.message for f in findings) and not any("NEG" in f.message for f in findings)

@@ -13,6 +13,9 @@ model by the static_analysis tool. The rules, and why:
 - try_except (error): an except handler that does not re-raise is a silent fallback.
 - timer_use (warning), side_stream (warning), pointer_key (warning),
   hardcoded_shape (warning): suspicious, checked again at run time.
+- triton_gpu (warning): code inside a @triton.jit function that the CPU interpreter runs
+  but the GPU compiler refuses (a module global that is not tl.constexpr, a list/dict/set
+  comprehension): a kernel checked only on a CPU fails to compile on the H200.
 """
 from __future__ import annotations
 
@@ -188,6 +191,32 @@ class _Analyzer(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+            and any("jit" in (ast.unparse(d) or "") for d in n.decorator_list)]
+
+
+def _triton_gpu_findings(tree: ast.Module) -> list[Finding]:
+    plain_globals = {t.id for n in tree.body if isinstance(n, ast.Assign) and "constexpr" not in ast.unparse(n.value)
+                     for t in n.targets if isinstance(t, ast.Name)}
+    found = []
+    for fn in _jit_functions(tree):
+        local = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+        local |= {t.id for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))
+                  for t in ast.walk(n.target if isinstance(n, (ast.AugAssign, ast.For)) else n.targets[0])
+                  if isinstance(t, ast.Name)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in plain_globals - local:
+                found.append(Finding("triton_gpu", "warning", node.lineno,
+                                     f"@triton.jit {fn.name} reads the global {node.id}, which is not "
+                                     f"tl.constexpr: the GPU compiler refuses it ({node.id} = tl.constexpr(...))"))
+            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+                found.append(Finding("triton_gpu", "warning", node.lineno,
+                                     f"@triton.jit {fn.name} uses a comprehension, which the GPU compiler refuses "
+                                     "(the CPU interpreter runs it)"))
+    return found
+
+
 def analyze(source: str, manifest: dict[str, Any] | None = None) -> list[Finding]:
     """Findings for a submission's source; a syntax error is one finding of its own."""
     try:
@@ -202,6 +231,7 @@ def analyze(source: str, manifest: dict[str, Any] | None = None) -> list[Finding
         for child in ast.iter_child_nodes(parent):
             child._parent = parent  # type: ignore[attr-defined]
     analyzer.visit(tree)
+    analyzer.findings += _triton_gpu_findings(tree)
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree)):
         analyzer.add("no_modelnew", "error", None, "the submission defines no class ModelNew")
     unique = {(f.rule, f.line, f.message): f for f in analyzer.findings}
