@@ -330,7 +330,7 @@ class DistributedJudge(Judge):
         cand_replies = cand.call_all(time_msgs(), budget)
         for rank, (c, ref) in enumerate(zip(cand_replies, ref_replies)):
             ref_prints = dict(reversed(ref["fingerprints"]))  # first print of every input set
-            rel = timing.fingerprint_rel(self.problem.manifest["tolerance"])
+            rel = timing.fingerprint_rel(self.problem.manifest["tolerance"], hasattr(self.problem.module, "check_output"))
             bad = [k for k, fp in c["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k], rel)]
             if bad:
                 raise StageFailure("hack_detected", f"timed_output_mismatch: rank {rank}: {len(bad)} of {iters} timed "

@@ -242,7 +242,7 @@ class Judge:
         self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events", "l2_flush": not cpu}
         reply = cand.call({"op": "time", "key": shape_key(shape), "input_sets": sets, "iters": iters,
                            "warmup": warmup, "hold_bytes": hold}, self.trial_timeout * 4 + iters * 10)
-        rel = timing.fingerprint_rel(self.problem.manifest["tolerance"])
+        rel = timing.fingerprint_rel(self.problem.manifest["tolerance"], hasattr(self.problem.module, "check_output"))
         bad = [k for k, fp in reply["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k], rel)]
         if bad:
             raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {iters} timed outputs "

@@ -84,10 +84,13 @@ def fingerprint(out: Any) -> list[tuple[float, float]]:
     return fp
 
 
-def fingerprint_rel(tolerance: dict[str, Any]) -> float:
+def fingerprint_rel(tolerance: dict[str, Any], own_checker: bool = False) -> float:
     """How far a timed output's checksums may drift from the reference's: never tighter
     than the problem's own rtol (TF32 or bf16 kernels within tolerance move sums by about
-    that much), never looser than 1e-2."""
+    that much), never looser than 1e-2. Problems with their own `check_output` accept
+    answers that are not unique (ties, residual-judged solvers): the loosest bound."""
+    if own_checker:
+        return 1e-2
     return min(max(1e-3, float(tolerance.get("rtol", 0.0) or 0.0)), 1e-2)
 
 
