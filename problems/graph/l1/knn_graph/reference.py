@@ -57,8 +57,10 @@ def check_output(inputs, output, expected, tolerance):
     rel = float((d2 - ref_d2).norm() / ref_d2.norm().clamp_min(1e-300))
     if rel > float(tolerance.get("rel_norm_max", 1e-2)):
         return False, f"d2 relative norm error {rel:.3g} too large"
-    neighbours = torch.gather(pos, 1, idx.reshape(batch, n * k, 1).expand(-1, -1, pos.shape[-1]))
-    recomputed = ((pos.repeat_interleave(k, dim=1) - neighbours) ** 2).sum(-1).reshape(batch, n, k)
+    recomputed = torch.zeros_like(d2)
+    for c in range(pos.shape[-1]):  # one coordinate at a time: no [B, N, k, D] temporary
+        coord = pos[..., c]
+        recomputed += (coord[:, :, None] - torch.gather(coord, 1, idx.reshape(batch, n * k)).reshape(batch, n, k)) ** 2
     wrong = (recomputed - d2).abs() > atol + rtol * recomputed
     if bool(wrong.any()):
         first = wrong.nonzero()[0].tolist()
