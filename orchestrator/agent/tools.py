@@ -557,9 +557,18 @@ def _metric(k: Mapping[str, Any], name: str) -> tuple[float, str] | None:
     return (value[0], value[1]) if value else None
 
 
+def _nanoseconds(metric: tuple[float, str] | None) -> float:
+    if not metric:
+        return 0.0
+    value, unit = metric
+    return value * {"us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(unit, 1)
+
+
 def format_ncu(kernels: list[dict[str, Any]], limit: int = 10) -> str:
-    out = [f"{len(kernels)} kernel launch(es) profiled at the disclosed shape (ncu)"]
-    for k in kernels[:limit]:
+    out = [f"{len(kernels)} kernel launch(es) profiled at the disclosed shape (ncu)"
+           + (f"; the {limit} longest:" if len(kernels) > limit else "")]
+    longest = sorted(kernels, key=lambda k: -_nanoseconds(_metric(k, "gpu__time_duration.sum")))
+    for k in longest[:limit]:
         dur = _metric(k, "gpu__time_duration.sum")
         dur_text = f"{dur[0]:.4g} {dur[1]}" if dur else "?"
         out.append(f"kernel {k['name'][:120]} grid {k['grid']} block {k['block']}: {dur_text}")
@@ -582,9 +591,14 @@ def format_ncu(kernels: list[dict[str, Any]], limit: int = 10) -> str:
             extra.append(f"{regs[0]:.0f} registers/thread")
         if extra:
             out.append("  " + ", ".join(extra))
-        tensor = [(n.split("sm__pipe_tensor_op_")[1].split("_cycles")[0], v[0]) for n, v in k["metrics"].items()
-                  if n.startswith("sm__pipe_tensor_op_") and n.endswith("pct_of_peak_sustained_active")]
-        out.append("  tensor pipe: " + (", ".join(f"{n} {v:.1f}%" for n, v in tensor) if tensor else "not reported"))
+        tensor: dict[str, float] = {}  # one figure per pipe family (ncu reports several per family)
+        for n, v in k["metrics"].items():
+            if n.startswith("sm__pipe_tensor_op_") and n.endswith("pct_of_peak_sustained_active"):
+                family = n.split("sm__pipe_tensor_op_")[1].split("_cycles")[0].split("_type_")[0]
+                tensor[family] = max(tensor.get(family, 0.0), v[0])
+        busy = {n: v for n, v in tensor.items() if v >= 0.05}
+        out.append("  tensor pipe: " + (", ".join(f"{n} {v:.1f}%" for n, v in sorted(busy.items())) if busy else
+                                        "idle" if tensor else "not reported"))
         stalls = sorted(((m.group(1), v[0]) for n, v in k["metrics"].items() if (m := _STALL.match(n))),
                         key=lambda s: -s[1])
         if stalls:

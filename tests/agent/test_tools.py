@@ -43,7 +43,14 @@ def test_parse_ncu_raw_and_format():
     assert "kernel _spmv_row grid (1000000, 1, 1) block (128, 1, 1): 1412 usecond" in text
     assert "SM 22.1%" in text and "DRAM 71.4%" in text and "memory 80.0%" in text
     assert "DRAM throughput 3.12 Tbyte/second" in text and "achieved occupancy 85.3%" in text
-    assert "tensor pipe: hmma 0.0%" in text
+    assert "tensor pipe: idle" in text
+    busy = [dict(k, metrics={**k["metrics"],
+                             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": (41.0, "%"),
+                             "sm__pipe_tensor_op_hmma_type_hmma_hgmma_cycles_active.avg.pct_of_peak_sustained_active":
+                                 (12.0, "%")}) for k in kernels]
+    assert "tensor pipe: hmma 41.0%" in format_ncu(busy)  # one figure per family, its largest
+    # the longest kernels come first, whatever the launch order
+    assert format_ncu(kernels[::-1]).index("_spmv_row") < format_ncu(kernels[::-1]).index("vectorized_elementwise")
     assert "warp stalls (cycles per issued instruction): long_scoreboard 14.25, wait 1.10" in text
     assert parse_ncu_raw("==ERROR== no kernels were profiled") == []
 
