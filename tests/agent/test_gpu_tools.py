@@ -39,3 +39,4 @@ def test_oracle_tools_on_a_gpu(tmp_path):
     [ceilings] = list((tmp_path / "cache" / "ceilings").glob("cuda-*.json"))
     measured = json.loads(ceilings.read_text())
     assert measured["dram_gbps"] > 500 and measured["tensor_bf16_tflops"] > measured["fp32_tflops"] > 1
+    assert measured["l2_gbps"] > measured["dram_gbps"]  # an L2 figure below DRAM measures something else
