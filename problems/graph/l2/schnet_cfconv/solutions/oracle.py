@@ -99,6 +99,7 @@ class ModelNew(nn.Module):
             be, bn = (32, 64) if h.is_cuda else (1024, fp)
             _cfconv[(triton.cdiv(n_edges, be),)](x, pos.contiguous(), edge_index[0].contiguous(),
                                                  edge_index[1].contiguous(), mu, self.w1, self.b1, self.w2, self.b2, m,
-                                                 n_edges, n_rbf, feat, BE=be, BKR=32, FP=fp, BN=min(bn, fp))
+                                                 n_edges, n_rbf, feat, BE=be, BKR=32, FP=fp, BN=min(bn, fp),
+                                                 num_warps=8)
         hidden = self._linear(m, self.w_o1, self.b_o1, True)
         return self._linear(hidden, self.w_o2, self.b_o2, False)

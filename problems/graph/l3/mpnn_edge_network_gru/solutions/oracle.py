@@ -118,7 +118,7 @@ class ModelNew(nn.Module):
         fp = max(16, triton.next_power_of_2(feat))
         src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
         # the interpreter prefers few, wide programs (one K chunk); a GPU keeps tiles in registers
-        be, kc, bn = (32, max(1, 128 // fp), 32) if h0.is_cuda else (256, EDGE_HIDDEN, 256)
+        be, kc, bn = (64, max(1, 128 // fp), 32) if h0.is_cuda else (256, EDGE_HIDDEN, 256)
         z = torch.empty(n_edges, EDGE_HIDDEN, device=device, dtype=h0.dtype)
         if n_edges:
             _edge_hidden[(triton.cdiv(n_edges, 32),)](edge_attr.contiguous(), self.edge_w1, self.edge_b1, z, n_edges,
@@ -128,7 +128,7 @@ class ModelNew(nn.Module):
             m = self.msg_bias.detach().expand(n, feat).contiguous()
             if n_edges:
                 _messages[(triton.cdiv(n_edges, be),)](z, h, src, dst, self.edge_w2, self.edge_b2, m, n_edges, feat,
-                                                       BE=be, FP=fp, H=EDGE_HIDDEN, KC=kc)
+                                                       BE=be, FP=fp, H=EDGE_HIDDEN, KC=kc, num_warps=8)
             h_next = torch.empty_like(h)
             _gru[(triton.cdiv(n, bn),)](m, h, self.gru_w_ih, self.gru_w_hh, self.gru_b_ih, self.gru_b_hh, h_next,
                                         n, feat, BN=bn, FP=fp)

@@ -19,11 +19,17 @@ M32 = tl.constexpr(0xFFFFFFFF)
 
 
 @triton.jit
+def _mul32(a, c: tl.constexpr):
+    """(a * c) mod 2^32 for a < 2^32 in two 16-bit halves of c: no int64 product overflows."""
+    return (a * (c & 0xFFFF) + (((a * (c >> 16)) & 0xFFFF) << 16)) & M32
+
+
+@triton.jit
 def _hash32(x):  # lowbias32 on int64 lanes holding uint32 values
     x = x ^ (x >> 16)
-    x = (x * tl.full([], 0x7FEB352D, tl.int64)) & M32
+    x = _mul32(x, 0x7FEB352D)
     x = x ^ (x >> 15)
-    x = (x * tl.full([], 0x846CA68B, tl.int64)) & M32
+    x = _mul32(x, 0x846CA68B)
     return x ^ (x >> 16)
 
 
