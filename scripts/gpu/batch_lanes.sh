@@ -15,6 +15,7 @@
 #          collectives      every collectives oracle at world size 2 (both GPUs)
 #          executors        Popcorn2 oracle pass on one GPU, then on two (both GPUs)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
+#          gputests         the GPU-marked agent tool test and the GPU hack fixtures on GPU 1
 # LANE_S (default 540) bounds every lane.
 set -u
 cd "$(dirname "$0")/../.."
@@ -43,6 +44,8 @@ lane() {  # lane NAME ARG
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         executors) OUT=$dir timeout $LANE_S bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
         multi) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
+        gputests) POPCORN_GPUS=1 timeout $LANE_S python3 -m pytest -q -p no:cacheprovider -rA tests/agent/test_gpu_tools.py \
+                  tests/test_hacks.py -k "gpu_tools or side_stream or cuda_event or honest or monkeypatch_timer_dynamic" ;;
         *) echo "unknown lane $name" ;;
     esac > $dir/lane.log 2>&1
     echo "== $(date +%T) lane $name exit $?"
