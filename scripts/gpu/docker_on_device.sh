@@ -82,13 +82,16 @@ step "hardening + GPU tests with a GPU attached ($ngpu GPUs); oracles in contain
 ( POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
     timeout 300 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
     > "$OUT/docker_tests.log" 2>&1; echo "tests exit $?" ) &
+jobs_running=($!)
 ( timeout 300 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
     --gpus 0 --budget-s "${ORACLE_BUDGET_S:-150}" > "$OUT/docker_scores.log" 2>&1; echo "oracles exit $?" ) &
+jobs_running+=($!)
 if [ -n "${AGENT_PROBLEMS:-}" ]; then
     ( OUT="$OUT/agent" POPCORN_GPUS=${AGENT_GPU:-1} timeout 420 bash scripts/gpu/agent_mt_all.sh "$AGENT_PROBLEMS" docker \
         > "$OUT/agent_docker.log" 2>&1; echo "agent exit $?" ) &
+    jobs_running+=($!)
 fi
-wait
+wait "${jobs_running[@]}"  # not a bare wait: dockerd runs in the background too
 tail -40 "$OUT/docker_tests.log"; tail -15 "$OUT/docker_scores.log"; tail -30 "$OUT/agent/summary.txt" 2>/dev/null
 
 step "leftovers"
