@@ -112,7 +112,7 @@ def _sat_pairs(tv, tn, te, tid, rot, trans, cand, depth_out, normal_out, Q, V, F
         overlap = tl.where(km & ((k < 2 * F) | valid), overlap, float("inf"))
         block_min = tl.min(overlap, axis=1)
         first = tl.argmin(overlap, axis=1)                            # first minimum in the block
-        pick = k == first[:, None]
+        pick = tl.arange(0, BLOCK_A)[None, :] == first[:, None]     # first is relative to the block
         better = block_min < best                                     # strict: earlier blocks win ties
         nx_best = tl.where(better, tl.sum(tl.where(pick, nx, 0.0), axis=1), nx_best)
         ny_best = tl.where(better, tl.sum(tl.where(pick, ny, 0.0), axis=1), ny_best)
