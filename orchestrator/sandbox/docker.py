@@ -250,6 +250,11 @@ class DockerSandbox(Sandbox):
             kwargs["volumes"] = {host: {"bind": inside, "mode": "ro"} for host, inside in _parse_binds(_driver_binds())}
         if "LD_LIBRARY_PATH" not in kwargs["environment"] and os.path.isdir("/usr/local/nvidia"):
             kwargs["environment"]["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+        # Triton finds libcuda with /sbin/ldconfig, which a bare root bound to the host's
+        # /usr lacks (seen on the H200: every Triton launch failed): name the folder instead.
+        libcuda = _libcuda_dir()
+        if libcuda and "TRITON_LIBCUDA_PATH" not in kwargs["environment"]:
+            kwargs["environment"]["TRITON_LIBCUDA_PATH"] = libcuda
 
     def _gpu_mode(self) -> str:
         if self.settings.gpu_mode != "auto":
@@ -471,6 +476,14 @@ def _ulimit(name: str, value: int) -> Any:
     import docker.types
 
     return docker.types.Ulimit(name=name, soft=value, hard=value)
+
+
+def _libcuda_dir() -> str | None:
+    """The host folder holding the driver's libcuda.so.1 (bound into fallback-mode GPU containers)."""
+    for folder in ("/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/wsl/lib"):
+        if os.path.exists(os.path.join(folder, "libcuda.so.1")):
+            return folder
+    return None
 
 
 def _parse_binds(text: str) -> list[tuple[str, str]]:

@@ -45,7 +45,9 @@ def _lddt_rows(pred, true, mask, per_res, num_out, den_out, n_res, BI: tl.conste
                        + (err < 2.0).to(tl.float32) + (err < 4.0).to(tl.float32))
         num += tl.sum(include * frac, axis=1)
         den += tl.sum(include, axis=1)
-    tl.store(per_res + base + i, (1e-10 + num) / (1e-10 + den), mask=i_ok)
+    # div_rn: torch divides with IEEE rounding; Triton's `/` on a GPU may differ by an ulp (a quarter
+    # of the H200's per-residue scores did), and the metric asks for bit-equal scores
+    tl.store(per_res + base + i, tl.math.div_rn(1e-10 + num, 1e-10 + den), mask=i_ok)
     tl.store(num_out + base + i, num, mask=i_ok)
     tl.store(den_out + base + i, den, mask=i_ok)
 
