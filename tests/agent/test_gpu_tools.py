@@ -17,7 +17,8 @@ pytestmark = pytest.mark.gpu
 
 def test_oracle_tools_on_a_gpu(tmp_path):
     env = {**os.environ, "POPCORN_RESULTS_DIR": str(tmp_path), "POPCORN_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": str(REPO_ROOT), "POPCORN_STRESS": "2"}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),  # keep carried wheels
+           "POPCORN_STRESS": "2"}
     done = subprocess.run([sys.executable, "-m", "orchestrator", "run", "--harness", "mt-all", "--model", "oracle:tools",
                            "--problems", "graph/l1/csr_spmv", "--device", "cuda", "--sandbox", "local",
                            "--run-id", "gpu", "--quiet"], cwd=REPO_ROOT, env=env, text=True, capture_output=True,
