@@ -100,3 +100,24 @@ def test_problem_check_output_replaces_the_metric_after_structure_checks(tmp_pat
     assert not problem.compare((), (ref, ref), ref).passed   # so is the number of outputs
     nan = torch.tensor([float("nan")])
     assert not problem.compare((), nan, torch.zeros(1)).passed
+    # a set of another size (a contact set missing a near-zero-depth pair) reaches the checker
+    assert problem.compare((), torch.arange(5), torch.arange(6)).message.startswith("check_output")
+    assert not problem.compare((), torch.arange(6).reshape(2, 3), torch.arange(6)).passed  # other rank: refused
+
+
+def test_interleaved_timing_alternates_abba_and_warms_each_round():
+    from orchestrator.runner.timing import interleaved
+
+    calls: list[tuple[str, int, int]] = []
+
+    def timer(name):
+        def run(n, warmup):
+            calls.append((name, n, warmup))
+            return [name] * n
+        return run
+
+    replies = interleaved({"cand": timer("cand"), "ref": timer("ref")}, iters=50, warmup=3, rounds=4)
+    assert [c[0] for c in calls] == ["cand", "ref", "ref", "cand", "cand", "ref", "ref", "cand"]
+    assert all(n == 13 for _, n, _ in calls)  # ceil(50 / 4) each round
+    assert [w for name, _, w in calls if name == "cand"] == [3, 1, 1, 1]
+    assert sum(len(r) for r in replies["ref"]) == 52 and replies["cand"][0] == ["cand"] * 13

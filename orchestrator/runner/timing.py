@@ -179,3 +179,20 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
         del out
     return {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall",
             "l2_flush": cuda, "reused_output_storage": reused}
+
+
+def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup: int,
+                rounds: int = 5) -> dict[str, list[Any]]:
+    """Time several implementations in alternating rounds, ABBA order (A B, B A, A B, ...),
+    so clock and thermal drift over the measurement falls on each alike: timed one after
+    the other, the same kernel measured 0.88x-1.09x against itself on the H200.
+    `timers[name](n, warmup)` times n iterations and returns its reply; each name gets
+    `warmup` untimed calls in its first round and one in each later round (its caches went
+    cold while the other ran). Returns every name's replies in order."""
+    per = max(1, math.ceil(iters / max(rounds, 1)))
+    names = list(timers)
+    replies: dict[str, list[Any]] = {name: [] for name in names}
+    for r in range(max(rounds, 1)):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            replies[name].append(timers[name](per, warmup if r == 0 else 1))
+    return replies

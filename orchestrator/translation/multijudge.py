@@ -246,10 +246,13 @@ class MultiJudge:
         sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(n_sets)]
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
-        cand_ms = self._time(cand, sets, iters, warmup)
-        cand.close()
         ref = self.group("h100")
-        ref_ms = self._time(ref, sets, iters, warmup)
+        # candidate and reference alternate in rounds, so drift over the measurement hits both alike
+        rounds = timing.interleaved({"candidate": lambda n, w: self._time(cand, sets, n, w),
+                                     "reference": lambda n, w: self._time(ref, sets, n, w)}, iters, warmup)
+        cand_ms = [x for chunk in rounds["candidate"] for x in chunk]
+        ref_ms = [x for chunk in rounds["reference"] for x in chunk]
+        cand.close()
         ref.close()
         cand_stats, ref_stats = timing.stats(cand_ms), timing.stats(ref_ms)
         ci = timing.speedup_ci(ref_ms, cand_ms)
