@@ -240,21 +240,31 @@ class Judge:
         sets = [self.problem.inputs(shape, self._seed(), "cpu") for _ in range(n_sets)]
         ref_prints = [timing.fingerprint(self.reference(shape, s)) for s in sets]
         self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events", "l2_flush": not cpu}
-        reply = cand.call({"op": "time", "key": shape_key(shape), "input_sets": sets, "iters": iters,
-                           "warmup": warmup, "hold_bytes": hold}, self.trial_timeout * 4 + iters * 10)
+        ref_model = self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)
+        dev_sets = [to_device(s, self.device) for s in sets]
+
+        def time_candidate(n: int, w: int) -> dict[str, Any]:
+            return cand.call({"op": "time", "key": shape_key(shape), "input_sets": sets, "iters": n,
+                              "warmup": w, "hold_bytes": hold}, self.trial_timeout * 4 + n * 10)
+
+        def time_reference(n: int, w: int) -> dict[str, Any]:
+            with torch.no_grad():
+                return timing.time_calls(ref_model, dev_sets, self.device, n, w, hold)
+
+        # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike
+        rounds = timing.interleaved({"candidate": time_candidate, "reference": time_reference}, iters, warmup,
+                                    rounds=1 if cpu else 5)
+        prints = [p for reply in rounds["candidate"] for p in reply["fingerprints"]]
         rel = timing.fingerprint_rel(self.problem.manifest["tolerance"], hasattr(self.problem.module, "check_output"))
-        bad = [k for k, fp in reply["fingerprints"] if not timing.fingerprints_agree(fp, ref_prints[k], rel)]
+        bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k], rel)]
         if bad:
-            raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {iters} timed outputs "
+            raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {len(prints)} timed outputs "
                                                 "differ from the reference (output cached or left unfinished?)")
-        cand_t = reply["timing"]
+        cand_t = _joined([reply["timing"] for reply in rounds["candidate"]])
+        ref_t = _joined(rounds["reference"])
         if not cpu and _median(cand_t["times_ms"]) < 0.5 * _median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
-        ref_model = self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)
-        dev_sets = [to_device(s, self.device) for s in sets]
-        with torch.no_grad():
-            ref_t = timing.time_calls(ref_model, dev_sets, self.device, iters, warmup, hold)
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
         cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
         self.stages["timing"].update({
@@ -298,6 +308,11 @@ def _one_gpu_lock(path: str, shared: bool) -> Iterator[None]:
             fcntl.flock(main, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def _joined(chunks: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The timed iterations of several rounds, in order."""
+    return {key: [x for c in chunks for x in c[key]] for key in ("times_ms", "host_ms")}
 
 
 def _median(xs: list[float]) -> float:
