@@ -260,8 +260,8 @@ class Judge:
         if bad:
             raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {len(prints)} timed outputs "
                                                 "differ from the reference (output cached or left unfinished?)")
-        cand_t = _joined([reply["timing"] for reply in rounds["candidate"]])
-        ref_t = _joined(rounds["reference"])
+        cand_t = timing.joined([reply["timing"] for reply in rounds["candidate"]])
+        ref_t = timing.joined(rounds["reference"])
         if not cpu and _median(cand_t["times_ms"]) < 0.5 * _median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
@@ -308,11 +308,6 @@ def _one_gpu_lock(path: str, shared: bool) -> Iterator[None]:
             fcntl.flock(main, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
-
-
-def _joined(chunks: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The timed iterations of several rounds, in order."""
-    return {key: [x for c in chunks for x in c[key]] for key in ("times_ms", "host_ms")}
 
 
 def _median(xs: list[float]) -> float:

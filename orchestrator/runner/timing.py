@@ -196,3 +196,8 @@ def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup
         for name in (names if r % 2 == 0 else names[::-1]):
             replies[name].append(timers[name](per, warmup if r == 0 else 1))
     return replies
+
+
+def joined(chunks: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The timed iterations of several rounds (time_calls results), in order."""
+    return {key: [x for c in chunks for x in c[key]] for key in ("times_ms", "host_ms")}

@@ -187,7 +187,7 @@ class TranslationJudge:
         if bad:
             raise StageFailure("hack_detected", f"timed_output_mismatch: {len(bad)} of {len(prints)} timed outputs "
                                                 "differ from the reference (output cached or left unfinished?)")
-        cand_t, ref_t = _merged(replies["candidate"]), _merged(replies["reference"])
+        cand_t, ref_t = (timing.joined([r["timing"] for r in replies[name]]) for name in ("candidate", "reference"))
         if self.cuda and statistics.median(cand_t["times_ms"]) < 0.5 * statistics.median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
@@ -211,11 +211,6 @@ class TranslationJudge:
     def close(self) -> None:
         for lib in self.open:
             lib.close()
-
-
-def _merged(replies: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The timed iterations of several rounds of one library, in order."""
-    return {key: [x for r in replies for x in r["timing"][key]] for key in ("times_ms", "host_ms")}
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:
