@@ -470,7 +470,9 @@ def _needs_cuda(ws: Workspace, tool: str) -> ToolResult | None:
 
 
 def _find_tool(ws: Workspace, tool: str) -> str | None:
-    result = ws.exec(["sh", "-c", f"command -v {tool} || ls /usr/local/cuda/bin/{tool} 2>/dev/null"], 30)
+    # Nsight Compute installs as /opt/nvidia/nsight-compute/<version>/ncu, often off PATH.
+    result = ws.exec(["sh", "-c", f"command -v {tool} || ls /usr/local/cuda/bin/{tool} 2>/dev/null"
+                                  f" || ls -d /opt/nvidia/nsight-compute/*/{tool} 2>/dev/null | tail -1"], 30)
     path = result.stdout.strip().splitlines()
     return path[0] if result.returncode == 0 and path else None
 

@@ -30,7 +30,7 @@ NCU="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 {
   echo "date: $(date -u +%FT%TZ)  user: $(id)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-  echo "ncu: $("$NCU" --version 2>&1 | tail -1)"
+  echo "ncu: $("$NCU" --version 2>&1 | tail -1) at $NCU -> $(readlink -f "$NCU")"
   echo "cuobjdump: $(cuobjdump --version 2>&1 | tail -1)"
   echo "RmProfilingAdminOnly (1 = counters restricted to admins): $(grep -h RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null || echo unknown)"
   echo "capabilities of this shell: $(grep CapEff /proc/self/status)"
@@ -75,9 +75,11 @@ spec = SandboxSpec(run_id="gpu-verify", episode="ncu", gpus=(0,), **kw)
 
 def try_ncu(sb, label):
     sb.put_files({"t.py": (out / "ncu_target.py").read_bytes()})
-    for tool in (ncu, "ncu", "/usr/local/cuda/bin/ncu"):
+    found = sb.exec(["sh", "-c", "ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1"], timeout_s=20).stdout.strip()
+    for tool in [t for t in (ncu, "ncu", "/usr/local/cuda/bin/ncu", found) if t]:
         r = sb.exec([tool, "--profile-from-start", "off", "--metrics", "gpu__time_duration.sum", sb.python, "t.py"],
                     timeout_s=50, cwd=sb.workdir)
+        print(f"try {tool}: exit {r.returncode} {r.stderr.strip()[-200:]}")
         if r.returncode != 127 and "No such file" not in r.stderr:
             break
     print(f"--- {label}: isolation {sb.isolation}")

@@ -11,7 +11,8 @@
 #          agent            the mt-all tools through the oracle:tools agent on GPU 1
 #          docker           dockerd + images + hardened GPU containers (scripts/gpu/docker_on_device.sh)
 #          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids)
-#          repeat           repeatability (10 evaluations) and ncu agreement on csr_spmv, GPU 1
+#          repeat[:ID]      repeatability (10 evaluations) and ncu agreement on one oracle, GPU 1
+#                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
 #          executors        Popcorn2 oracle pass on one GPU, then on two (both GPUs)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
@@ -22,6 +23,7 @@ cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 FINAL_OUT=$OUT; L=/tmp/lanes; mkdir -p $L
 LANE_S=${LANE_S:-540}
+REPEAT=biology/l1/smith_waterman_score
 AGENT_PROBLEMS=${AGENT_PROBLEMS:-graph/l1/csr_spmv,robotics/l1/forward_kinematics_dh}
 mkdir -p $L/ceilings
 if [ -f .lanes/ceilings.json ]; then cp .lanes/ceilings.json $L/ceilings/  # measured by an earlier call on this kind
@@ -35,19 +37,19 @@ lane() {  # lane NAME ARG
                  PARALLEL=${PARALLEL:-6} timeout $LANE_S python3 scripts/gpu/verify_core.py oracles "$arg" ;;
         references) OUT=$dir CUDA_VISIBLE_DEVICES=1 GPU_LOCK=/tmp/popcorn-gpu1.lock REFERENCE_S=120 REFERENCE_MAX=0 \
                     WITHOUT_ORACLE=1 PARALLEL=3 timeout $LANE_S python3 scripts/gpu/verify_core.py references "$arg" ;;
-        agent) OUT=$dir POPCORN_GPUS=1 POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh \
+        agent) OUT=$dir POPCORN_GPUS=${AGENT_GPU:-1} POPCORN_STRESS=2 timeout $LANE_S bash scripts/gpu/agent_mt_all.sh \
                "${AGENT_LOCAL_PROBLEMS:-$AGENT_PROBLEMS}" local ;;
         docker) OUT=$dir ORACLE_BUDGET_S=120 AGENT_PROBLEMS=$AGENT_PROBLEMS POPCORN_STRESS=2 \
                 timeout $LANE_S bash scripts/gpu/docker_on_device.sh ;;
         translation) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify.sh --gpus 1 --stress 4 \
                      ${arg:+--tasks ${arg//,/ }} ;;
-        repeat) OUT=$dir POPCORN_GPUS=1 timeout 300 python3 scripts/gpu/verify_core.py repeat graph/l1/csr_spmv 10
-                OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu graph/l1/csr_spmv ;;
+        repeat) OUT=$dir POPCORN_GPUS=1 timeout ${REPEAT_S:-300} python3 scripts/gpu/verify_core.py repeat ${arg:-$REPEAT} 10
+                OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
         collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $LANE_S bash scripts/gpu/collectives_x2.sh 2 \
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         executors) OUT=$dir timeout $LANE_S bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
         multi) OUT=$dir timeout $LANE_S bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
-        gputests) POPCORN_GPUS=1 timeout $LANE_S python3 -m pytest -q -p no:cacheprovider -rA tests/agent/test_gpu_tools.py \
+        gputests) POPCORN_GPUS=${GPUTESTS_GPU:-1} timeout $LANE_S python3 -m pytest -q -p no:cacheprovider -rA tests/agent/test_gpu_tools.py \
                   tests/test_hacks.py -k "gpu_tools or side_stream or cuda_event or honest or monkeypatch_timer_dynamic" ;;
         *) echo "unknown lane $name" ;;
     esac > $dir/lane.log 2>&1

@@ -46,8 +46,10 @@ def oracles(pattern: str | None, stress: int) -> None:
     from orchestrator.config import Settings
     from orchestrator.scoring.pipeline import evaluate
 
-    if pattern and pattern.startswith("@"):  # a file of ids or globs, one per line
-        pattern = ",".join(ln.strip() for ln in open(pattern[1:]) if ln.strip())
+    order: list[str] = []
+    if pattern and pattern.startswith("@"):  # a file of ids or globs, one per line, run in that order
+        order = [ln.strip() for ln in open(pattern[1:]) if ln.strip()]
+        pattern = ",".join(order)
     ceiling = ceilings()["copy_gbs"]
     settings = Settings(device=os.environ.get("DEVICE", "cuda"), sandbox="local", stress=stress)
     entries = [e for e in select(load_catalog(settings), track="subdomain", pattern=pattern)
@@ -64,7 +66,10 @@ def oracles(pattern: str | None, stress: int) -> None:
              "robotics/l1/forward_kinematics_dh", "robotics/l2/featherstone_aba", "robotics/l3/rigid_body_simulation",
              "probability/l1/gibbs_ising_checkerboard", "probability/l2/flow_matching_ode_solver",
              "probability/l3/particle_filter_bootstrap"}
-    entries.sort(key=lambda e: (e.id not in first, "popcorn2" not in e.tracks, e.id))
+    if order:
+        entries.sort(key=lambda e: order.index(e.id) if e.id in order else len(order))
+    else:
+        entries.sort(key=lambda e: (e.id not in first, "popcorn2" not in e.tracks, e.id))
     with ThreadPoolExecutor(int(os.environ.get("PARALLEL", 3))) as pool:
         for future in as_completed([pool.submit(one, e) for e in entries]):
             e, r, wall = future.result()
