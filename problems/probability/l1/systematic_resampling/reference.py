@@ -50,9 +50,12 @@ def boundary_ties(log_w, u, rows, slots, got, want) -> torch.Tensor:
 def check_output(inputs, output, expected, tolerance):
     """Ancestors: equal to the reference but for at most ceil((1 - fraction) * B * N) boundary ties;
     particles: exactly particles[b, ancestor] for the candidate's own ancestors."""
-    log_w, u, particles = inputs
-    ancestors, resampled = output
-    ref_ancestors = expected[0].to(ancestors.device)
+    # The harness returns the candidate's output on the CPU while the inputs and the reference
+    # output may sit on the GPU: judge everything on the reference's device.
+    device = expected[0].device
+    log_w, u, particles = (t.to(device) for t in inputs)
+    ancestors, resampled = (t.to(device) for t in output)
+    ref_ancestors = expected[0]
     n = log_w.shape[1]
     if bool(((ancestors < 0) | (ancestors >= n)).any()):
         return False, f"ancestor indices outside [0, {n})"

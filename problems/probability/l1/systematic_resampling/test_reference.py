@@ -2,9 +2,10 @@
 import bisect
 import math
 
+import pytest
 import torch
 
-from orchestrator.testing import ProblemCase
+from orchestrator.testing import ProblemCase, to_device
 
 case = ProblemCase.load(__file__)
 ref = case.problem.module
@@ -84,6 +85,21 @@ def test_checker_on_real_inputs():
     shuffled = ancestors[:, torch.randperm(ancestors.shape[1], generator=torch.Generator().manual_seed(1))]
     assert not ref.check_output(inputs, (shuffled, torch.gather(inputs[2], 1, shuffled[:, :, None].expand_as(resampled))),
                                 (ancestors, resampled), tol)[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_checker_judges_output_on_the_cpu_against_a_gpu_reference():
+    """Issue 5: the harness hands check_output the candidate's output on the CPU, the inputs
+    and the reference output on the GPU; the checker must judge it (not raise on devices)."""
+    inputs, output = case.run(case.small_shape())
+    inputs_gpu, expected_gpu = to_device(inputs, "cuda"), to_device(output, "cuda")
+    ok, msg = ref.check_output(inputs_gpu, output, expected_gpu, case.tolerance)
+    assert ok, msg
+    shifted = output[0].clone()
+    shifted[0, 7] = (shifted[0, 7] + 1) % shifted.shape[1]
+    regathered = torch.gather(inputs[2], 1, shifted[:, :, None].expand(-1, -1, inputs[2].shape[2]))
+    assert not ref.check_output(inputs_gpu, (shifted, regathered), expected_gpu, case.tolerance)[0]
 
 
 def test_degeneracy():
