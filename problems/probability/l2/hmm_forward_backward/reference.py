@@ -50,12 +50,15 @@ class Model(nn.Module):
         step_chunk = _chunk(seq_len - 1, seq_chunk * n_states * n_states)
         for s in range(0, n_seqs, seq_chunk):
             for t0 in range(0, seq_len - 1, step_chunk):
-                terms = (alpha[s:s + seq_chunk, t0:t0 + step_chunk, :, None] + log_A
-                         + ahead[s:s + seq_chunk, t0:t0 + step_chunk, None, :])
+                steps = slice(t0, min(t0 + step_chunk, seq_len - 1))  # alpha has one step more than ahead
+                terms = (alpha[s:s + seq_chunk, steps, :, None] + log_A
+                         + ahead[s:s + seq_chunk, steps, None, :])
                 norm = torch.logsumexp(terms.flatten(2), 2)[:, :, None, None]
                 xi_sum[s:s + seq_chunk] += torch.exp(terms - norm).sum(1)
-        one_hot = torch.nn.functional.one_hot(obs, n_symbols).to(gamma.dtype)  # [N, T, V]
-        emit_counts = gamma.transpose(1, 2) @ one_hot
+        # emit_counts = gamma^T onehot(obs), the [sequences, T, V] one-hot formed a chunk of sequences at a time
+        emit_counts = torch.cat([g.transpose(1, 2) @ torch.nn.functional.one_hot(o, n_symbols).to(g.dtype)
+                                 for g, o in zip(gamma.split(_chunk(n_seqs, seq_len * n_symbols)),
+                                                 obs.split(_chunk(n_seqs, seq_len * n_symbols)))])
         return gamma, xi_sum, emit_counts, loglik
 
 

@@ -93,3 +93,24 @@ def test_degeneracy():
 def test_tolerance_calibrated():
     case.check_calibration({"n_seqs": 2, "seq_len": 1024, "n_states": 16, "n_symbols": 4})
     case.check_calibration({"n_seqs": 4, "seq_len": 128, "n_states": 128, "n_symbols": 64}, seed=1)
+
+
+def test_chunked_sweeps_match_unchunked_for_any_length(monkeypatch):
+    """The xi and emit-count sweeps run in chunks of sequences and time steps; the last chunk is
+    shorter when T - 1 is not a multiple of the step chunk (the disclosed H200 shape, T = 256 with
+    16-step chunks, failed there). Small chunk budgets force every remainder at CPU sizes."""
+    gen = torch.Generator().manual_seed(11)
+    log_pi, log_A, log_B = (t.double() for t in ref.hmm_parameters(4, 5, gen))
+    for seq_len in (2, 3, 17, 40):
+        obs = ref.sample_observations(log_pi, log_A, log_B, 3, seq_len, gen)
+        inputs = (log_pi, log_A, log_B, obs, torch.full((3,), seq_len))
+        whole = ref.Model()(*inputs)
+        for budget in (16, 32, 48, 64, 112, 224):  # seq_chunk 1-3, step_chunk 1-4 at K = 4
+            monkeypatch.setattr(ref, "CHUNK_ELEMENTS", budget)
+            chunked = ref.Model()(*inputs)
+            for a, b in zip(chunked, whole):
+                assert torch.allclose(a, b, atol=1e-12, rtol=1e-12), (seq_len, budget)
+            monkeypatch.undo()
+        expected = numpy_scaled_forward_backward(*inputs)
+        for a, b in zip(whole, expected):
+            assert torch.allclose(a, b, atol=1e-9), seq_len
