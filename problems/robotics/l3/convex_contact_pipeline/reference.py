@@ -141,11 +141,20 @@ def check_output(inputs, output, expected, tolerance):
     depths within atol; a normal within the normal atol of the reference's, or else, when the
     minimizing axis is not unique, a unit normal oriented from i to j whose overlap equals the
     depth (recomputed in float64): every minimum-overlap axis is a valid answer."""
-    pairs, depth, normal = output
+    # The harness returns the candidate's output on the CPU while the inputs and the reference
+    # output may sit on the GPU: judge everything on the reference's device.
+    device = expected[0].device
+    pairs, depth, normal = (t.to(device) for t in output)
     pairs_ref, depth_ref, normal_ref = expected
-    template_vertices, _, _, template_id, rotation, translation = inputs
+    template_vertices, _, _, template_id, rotation, translation = (t.to(device) for t in inputs)
     depth_atol, normal_atol = tolerance["per_output"][1]["atol"], tolerance["per_output"][2]["atol"]
     n = template_id.shape[0]
+
+    def posed_vertices(body: torch.Tensor) -> torch.Tensor:
+        """World vertices [k,V,3] of the given bodies in float64."""
+        local = template_vertices[template_id[body]].double()
+        return local @ rotation[body].double().transpose(1, 2) + translation[body].double()[:, None]
+
     key, key_ref = pairs[:, 0] * n + pairs[:, 1], pairs_ref[:, 0] * n + pairs_ref[:, 1]
     if len(key) and (bool((pairs[:, 0] >= pairs[:, 1]).any()) or bool((key[1:] <= key[:-1]).any())):
         return False, "pairs must be (i < j), unique and sorted by (i, j)"
@@ -162,9 +171,8 @@ def check_output(inputs, output, expected, tolerance):
     off = ((m - m_ref).abs() > normal_atol).any(-1)
     if bool(off.any()):
         i, j = pairs[shared][off].unbind(1)
-        world = template_vertices[template_id].double() @ rotation.double().transpose(1, 2) + translation.double()[:, None]
         axis = m[off]
-        pa, pb = (world[i] * axis[:, None]).sum(-1), (world[j] * axis[:, None]).sum(-1)
+        pa, pb = (posed_vertices(i) * axis[:, None]).sum(-1), (posed_vertices(j) * axis[:, None]).sum(-1)
         overlap = torch.minimum(pa.amax(-1) - pb.amin(-1), pb.amax(-1) - pa.amin(-1))
         towards = (axis * (translation[j] - translation[i]).double()).sum(-1)
         valid = ((axis.norm(dim=-1) - 1).abs() <= normal_atol) & (towards >= 0) \

@@ -1,9 +1,10 @@
 """Cross-checks for robotics/l3/convex_contact_pipeline: all-pairs NumPy SAT, LP intersection tests."""
 import numpy as np
+import pytest
 import torch
 from scipy.optimize import linprog
 
-from orchestrator.testing import ProblemCase
+from orchestrator.testing import ProblemCase, to_device
 
 case = ProblemCase.load(__file__)
 module = case.problem.module
@@ -118,6 +119,20 @@ def test_checker_accepts_small_errors_and_rejects_wrong_answers():
     keep = torch.arange(len(depth)) != depth.argmax()
     assert not module.check_output(inputs, (pairs[keep], depth[keep], normal[keep]), expected, tol)[0]
     assert float(depth[shallow]) < float(depth.max())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_checker_judges_output_on_the_cpu_against_a_gpu_reference():
+    """Issue 5: the harness hands check_output the candidate's output on the CPU, the inputs
+    and the reference output on the GPU; the checker must judge it (not raise on devices),
+    including the float64 re-projection of normals that differ from the reference's."""
+    inputs, (pairs, depth, normal) = case.run(SMALL_SHAPE)
+    inputs_gpu, expected_gpu = to_device(inputs, "cuda"), to_device((pairs, depth, normal), "cuda")
+    ok, msg = module.check_output(inputs_gpu, (pairs, depth + 2e-6, normal), expected_gpu, case.tolerance)
+    assert ok, msg
+    verdict, msg = module.check_output(inputs_gpu, (pairs, depth, normal.roll(1, 0)), expected_gpu, case.tolerance)
+    assert not verdict and "normals" in msg, msg
 
 
 def test_degeneracy():
