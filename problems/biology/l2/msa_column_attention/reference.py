@@ -4,7 +4,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 C_M, HEADS, C_HEAD = 256, 8, 32
-COL_CHUNK = 32  # residue columns per chunk: bounds the [B, chunk, H, S, S] logits
+LOGITS_BUDGET = 2**28  # [columns, H, S, S] logits elements per chunk (1 GiB in float32)
+
+
+def columns_per_chunk(n_seq: int) -> int:
+    """Residue columns (over batch and residues) whose logits fit the budget; at least one."""
+    return max(1, LOGITS_BUDGET // (HEADS * n_seq * n_seq))
 
 
 class Model(nn.Module):
@@ -14,18 +19,22 @@ class Model(nn.Module):
         self.w_g, self.b_g, self.w_o, self.b_o = w_g, b_g, w_o, b_o
 
     def forward(self, m, msa_mask):
-        x = F.layer_norm(m.transpose(1, 2), (C_M,), self.ln_w, self.ln_b)      # [B, R, S, c]
-        mask = msa_mask.transpose(1, 2)                                          # [B, R, S]
+        batch, n_seq, n_res, _ = m.shape
+        x = F.layer_norm(m.transpose(1, 2), (C_M,), self.ln_w, self.ln_b).flatten(0, 1)  # [B*R, S, c]
+        mask = msa_mask.transpose(1, 2).flatten(0, 1)                                      # [B*R, S]
         heads = lambda t: t.unflatten(-1, (HEADS, C_HEAD))
         out = []
-        for r0 in range(0, x.shape[1], COL_CHUNK):
-            xc, mc = x[:, r0:r0 + COL_CHUNK], mask[:, r0:r0 + COL_CHUNK]
+        # the columns of every batch entry are chunked together, so peak memory is bounded by the
+        # budget (or by one column's [H, S, S] logits) at every batch size
+        chunk = columns_per_chunk(n_seq)
+        for c0 in range(0, x.shape[0], chunk):
+            xc, mc = x[c0:c0 + chunk], mask[c0:c0 + chunk]
             q, k, v = heads(F.linear(xc, self.w_q)), heads(F.linear(xc, self.w_k)), heads(F.linear(xc, self.w_v))
-            logits = torch.einsum("brshc,brthc->brhst", q, k) * C_HEAD ** -0.5 + 1e9 * (mc[:, :, None, None, :] - 1)
-            o = torch.einsum("brhst,brthc->brshc", logits.softmax(-1), v)
+            logits = torch.einsum("rshc,rthc->rhst", q, k) * C_HEAD ** -0.5 + 1e9 * (mc[:, None, None, :] - 1)
+            o = torch.einsum("rhst,rthc->rshc", logits.softmax(-1), v)
             gate = torch.sigmoid(heads(F.linear(xc, self.w_g, self.b_g)))
             out.append(F.linear((gate * o).flatten(-2), self.w_o, self.b_o))
-        return torch.cat(out, 1).transpose(1, 2)
+        return torch.cat(out).unflatten(0, (batch, n_res)).transpose(1, 2)
 
 
 def _uniform(gen, shape, fan_in):

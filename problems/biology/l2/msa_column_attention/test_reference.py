@@ -30,12 +30,27 @@ def test_matches_numpy_float64():
     case.check_against({"batch": 2, "n_seq": 7, "n_res": 5}, numpy_column_attention)
 
 
-def test_chunks_are_exact():
-    shape = {"batch": 1, "n_seq": 6, "n_res": ref.COL_CHUNK + 3}
+def test_chunks_are_exact(monkeypatch):
+    """Column chunks span batch entries (the chunk budget bounds peak memory at S = 4096, where the
+    whole [B, R, H, S, S] logits needed 32 GiB on the H200): every chunk size gives the same output."""
+    shape = {"batch": 2, "n_seq": 6, "n_res": 5}
     m, mask = case.problem.inputs(shape, 1, "cpu")
     model = ref.Model(**case.problem.init_inputs(shape))
-    cols = [2, ref.COL_CHUNK + 1]
-    torch.testing.assert_close(model(m, mask)[:, :, cols], model(m[:, :, cols], mask[:, :, cols]), atol=1e-6, rtol=1e-6)
+    assert ref.columns_per_chunk(shape["n_seq"]) >= 10  # one chunk at the default budget
+    whole = model(m, mask)
+    for columns in (1, 3, 4):  # chunks that split a batch entry's residues, and cross into the next
+        monkeypatch.setattr(ref, "LOGITS_BUDGET", columns * ref.HEADS * shape["n_seq"] ** 2)
+        assert ref.columns_per_chunk(shape["n_seq"]) == columns
+        torch.testing.assert_close(model(m, mask), whole, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(whole.double(), numpy_column_attention(m, mask, **case.problem.init_inputs(shape)),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_chunk_bounds_logits_at_the_largest_shape():
+    """At the longest MSA one chunk's logits stay at the 1 GiB budget (float32), whatever the batch."""
+    n_seq = case.manifest["shapes"]["n_seq"]["max"]
+    columns = ref.columns_per_chunk(n_seq)
+    assert columns >= 1 and columns * ref.HEADS * n_seq ** 2 * 4 <= 2**30
 
 
 def test_degeneracy():
