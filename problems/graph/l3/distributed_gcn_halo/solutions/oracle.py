@@ -1,5 +1,9 @@
 """Halo exchange (only the remote rows each rank references, via all_to_all_single) planned
-once and used by both layers; layer 2 transforms before aggregating: A (H W2)."""
+once and used by both layers. Both layers transform before aggregating when that is
+narrower, A (X W1) and A (H W2), so the exchange and the per-edge gather are
+min(feat, hidden) and classes wide. The gather-scale-scatter runs over slices of edges:
+its temporaries stay under EDGE_BYTES whatever nnz x width is (a whole nnz x feat
+product ran out of memory on a GPU shared with other evaluations)."""
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -33,9 +37,18 @@ class HaloPlan:
         return torch.cat([x_local, halo], 0)
 
 
+EDGE_BYTES = 256 << 20  # bound on the per-slice [edges, width] gather
+
+
 def aggregate(row, local_col, val, x_ext, n_local):
-    out = torch.zeros(n_local, x_ext.shape[1], dtype=x_ext.dtype, device=x_ext.device)
-    return out.index_add_(0, row, val[:, None] * x_ext[local_col])
+    """out[row[e]] += val[e] * x_ext[local_col[e]], over slices of edges."""
+    width = x_ext.shape[1]
+    out = torch.zeros(n_local, width, dtype=x_ext.dtype, device=x_ext.device)
+    step = max(1, EDGE_BYTES // (width * x_ext.element_size()))
+    for e0 in range(0, row.numel(), step):
+        msg = x_ext[local_col[e0:e0 + step]].mul_(val[e0:e0 + step, None])
+        out.index_add_(0, row[e0:e0 + step], msg)
+    return out
 
 
 class ModelNew(nn.Module):
@@ -47,6 +60,9 @@ class ModelNew(nn.Module):
         n_local = x_local.shape[0]
         plan = HaloPlan(col, n_local)
         row = torch.repeat_interleave(torch.arange(n_local, device=x_local.device), (rowptr[1:] - rowptr[:-1]).long())
-        h = torch.relu(aggregate(row, plan.local_col, val, plan.extend(x_local), n_local) @ self.w1)
-        hw = h @ self.w2  # classes << hidden: exchange the transformed rows
+        if self.w1.shape[1] < self.w1.shape[0]:  # hidden < feat: exchange and aggregate X W1
+            h = torch.relu(aggregate(row, plan.local_col, val, plan.extend(x_local @ self.w1), n_local))
+        else:
+            h = torch.relu(aggregate(row, plan.local_col, val, plan.extend(x_local), n_local) @ self.w1)
+        hw = h @ self.w2  # classes << hidden
         return aggregate(row, plan.local_col, val, plan.extend(hw), n_local)
