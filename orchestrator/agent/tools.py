@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from orchestrator.agent.client import parse_arguments
 from orchestrator.errors import InfraError
+from orchestrator.sandbox.gpu_holds import measuring
 
 DEFAULT_OUTPUT_LIMIT = 12_000  # characters of one tool result sent to the model
 PROBE_PREFIX = "POPCORN_PROBE "
@@ -415,14 +416,16 @@ def tool_roofline(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     ceilings = _cached_ceilings(ws, name)
     measured_now = ceilings is None
     if ceilings is None:
-        ceilings, result = ws.probe("ceilings", None, timeout_s=600)
+        with measuring(ws.sandbox):
+            ceilings, result = ws.probe("ceilings", None, timeout_s=600)
         if ceilings is None:
             raise InfraError(_failure_text(result, "measuring the ceilings"))
         ceilings["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         path = ceilings_path(ws, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ceilings, indent=1))
-    timing, result = ws.probe("time", code, "--iters", "20" if ws.device == "cuda" else "1")
+    with measuring(ws.sandbox):
+        timing, result = ws.probe("time", code, "--iters", "20" if ws.device == "cuda" else "1")
     lines = [f"ceilings of {name} ({'measured now' if measured_now else 'cached, measured ' + str(ceilings.get('measured_at'))}): "
              + format_ceilings(ceilings)]
     if timing is None:
@@ -477,6 +480,7 @@ def _find_tool(ws: Workspace, tool: str) -> str | None:
     return path[0] if result.returncode == 0 and path else None
 
 
+NCU_BUSY = "a driver resource was unavailable"
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats",
                 "ComputeWorkloadAnalysis")
 # Tensor-pipe use and the stall breakdown by name (a regex matching nothing is retried without them).
@@ -496,6 +500,28 @@ def ncu_command(ncu: str, python: str, extra_metrics: bool, launch_count: int = 
     return argv + [python, "popcorn_probe.py", "run", "--iters", "1"]
 
 
+def _run_ncu(ws: Workspace, ncu: str) -> tuple[Any, str]:
+    """ncu with the extra metrics, then without them if that fails. A profiling session held by
+    something outside this harness (DCGM, another user's ncu) is waited for a little."""
+    result, text = None, ""
+    for extra in (True, False):
+        for wait_s in (10, 20, None):
+            result, text = _ncu_once(ws, ncu, extra)
+            if wait_s is None or NCU_BUSY not in text + result.stdout + result.stderr:
+                break
+            time.sleep(wait_s)
+        if result.returncode == 0 and text.strip():
+            break
+    return result, text
+
+
+def _ncu_once(ws: Workspace, ncu: str, extra_metrics: bool) -> tuple[Any, str]:
+    ws.exec(["rm", "-f", "ncu.csv"], 30)
+    result = ws.exec(ncu_command(ncu, ws.sandbox.python, extra_metrics), ws.tool_timeout_s)
+    log = f"{PROBE_DIR}/ncu.csv"
+    return result, ws.sandbox.get_files([log]).get(log, b"").decode(errors="replace")
+
+
 def tool_profile(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     code = ws.code_from(args)
     refused = _needs_cuda(ws, "profile")
@@ -505,16 +531,8 @@ def tool_profile(ws: Workspace, args: Mapping[str, Any]) -> ToolResult:
     if ncu is None:
         return ToolResult("profile: Nsight Compute (ncu) is not installed in this sandbox", ok=False)
     ws.put_probe(code)
-    text = ""
-    result = None
-    for extra in (True, False):
-        ws.exec(["rm", "-f", "ncu.csv"], 30)
-        result = ws.exec(ncu_command(ncu, ws.sandbox.python, extra), ws.tool_timeout_s)
-        log = f"{PROBE_DIR}/ncu.csv"
-        text = ws.sandbox.get_files([log]).get(log, b"").decode(errors="replace")
-        if result.returncode == 0 and text.strip():
-            break
-    assert result is not None
+    with measuring(ws.sandbox, profiler=True):
+        result, text = _run_ncu(ws, ncu)
     if "ERR_NVGPUCTRPERM" in text + result.stdout + result.stderr:
         return ToolResult("profile: this host does not allow access to GPU performance counters "
                           "(ERR_NVGPUCTRPERM); the benchmark operator must enable them.", ok=False,

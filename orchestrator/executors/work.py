@@ -9,8 +9,10 @@ same shape for tests and benchmarks.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,13 +72,28 @@ class LeasedSandbox:
     """A sandbox whose every exec holds the lease: shared for the tools, exclusive for scoring.
     Everything else (put_files, get_files, workdir, python, isolation, ...) passes through."""
 
-    def __init__(self, inner: Any, hold: Callable[[], Any]):
+    def __init__(self, inner: Any, hold: Callable[[], Any], exclusive: Callable[[], Any] | None = None):
         self._inner = inner
         self._hold = hold
+        self._exclusive = exclusive or hold
+        self._measuring = threading.local()
 
     def exec(self, cmd: Sequence[str], **kwargs: Any) -> Any:
+        if getattr(self._measuring, "active", False):  # measuring() already holds the GPUs
+            return self._inner.exec(cmd, **kwargs)
         with self._hold():
             return self._inner.exec(cmd, **kwargs)
+
+    @contextlib.contextmanager
+    def measuring(self) -> Iterator[None]:
+        """The GPUs held exclusively across several execs: a tool that measures them (ceilings,
+        ncu, a timing) must not share them with other episodes' tool calls."""
+        with self._exclusive():
+            self._measuring.active = True
+            try:
+                yield
+            finally:
+                self._measuring.active = False
 
     def close(self) -> None:
         self._inner.close()
@@ -186,7 +203,7 @@ class AgentWork:
 
         def leased_factory(spec: Any) -> Any:
             box = make_box(spec)
-            return LeasedSandbox(box, lease.shared) if gpus else box
+            return LeasedSandbox(box, lease.shared, lease.exclusive) if gpus else box
 
         scoring = Scoring(evaluate=LeasedEvaluate(env.scoring.evaluate, lease, self.run_id, item["episode_id"]),
                           analyze=env.scoring.analyze)

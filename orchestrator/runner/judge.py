@@ -274,6 +274,23 @@ class Judge:
         })
 
 
+def host_gpu_lock_paths(gpus: Any) -> str | None:
+    """The lock files of these GPUs on this host (the `path` argument of gpu_lock)."""
+    return ",".join(f"/tmp/popcorn-gpu{g}.lock" for g in gpus) or None
+
+
+@contextlib.contextmanager
+def profiler_lock() -> Iterator[None]:
+    """One Nsight Compute session at a time on this host: the driver serves one profiling
+    client, and a second ncu fails with "a driver resource was unavailable"."""
+    with open("/tmp/popcorn-profiler.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def gpu_lock(path: str | None, shared: bool = False) -> Iterator[None]:
     """A reader-writer lock on the GPUs of an evaluation, shared by every sandbox on the host.

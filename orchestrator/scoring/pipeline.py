@@ -11,6 +11,7 @@ environment, which other processes can read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -118,7 +119,9 @@ def _gpu_lock_path(sandbox: Sandbox) -> str | None:
     sandbox shares the host's /tmp; other backends time alone in their container)."""
     if sandbox.name != "local" or not sandbox.spec.gpus:
         return None
-    return ",".join(f"/tmp/popcorn-gpu{g}.lock" for g in sandbox.spec.gpus)
+    from orchestrator.runner.judge import host_gpu_lock_paths
+
+    return host_gpu_lock_paths(sandbox.spec.gpus)
 
 
 def _finish(record: dict[str, Any], t0: float) -> dict[str, Any]:
@@ -189,15 +192,19 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
                "gpu_lock": _gpu_lock_path(sandbox) if device == "cuda" else None,
                "timing": {"iters": settings.timing_iters, "iters_cpu": settings.timing_iters_cpu,
                           "warmup": settings.timing_warmup, "input_sets": settings.timing_input_sets}}
-        result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"],
-                              timeout_s=_judge_timeout(entry, settings, device), stdin=json.dumps(job).encode())
+        from orchestrator.sandbox.gpu_holds import measuring
+
+        # A container cannot reach this host's GPU lock files: its whole judge holds them from here.
+        holds = measuring(sandbox) if device == "cuda" and mode == "full" and not job["gpu_lock"] \
+            else contextlib.nullcontext()
+        with holds:
+            result = sandbox.exec([sandbox.python, "-m", "orchestrator.runner.judge"],
+                                  timeout_s=_judge_timeout(entry, settings, device), stdin=json.dumps(job).encode())
         counters = None
         if device == "cuda" and mode == "full" and settings.counters and not entry.collectives and '"failure_class": null' in result.stdout:
             from orchestrator.scoring import counters as hw
 
-            from orchestrator.runner.judge import gpu_lock
-
-            with gpu_lock(job["gpu_lock"]):
+            with measuring(sandbox, profiler=True):  # ncu replays the kernels many times
                 counters = hw.collect(sandbox, job["problem_dir"], job["solution"])
     except SandboxError as exc:
         record["failure_class"], record["failure_detail"] = "infra_error", f"sandbox: {exc}"

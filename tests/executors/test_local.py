@@ -227,3 +227,40 @@ def test_gpus_an_episode_needs(tmp_path):
         LocalExecutor([0, 1, 2]).run(work("cuda", world_size=4), [single, ranks], RunDir(tmp_path / "r"),
                                      Progress(2, "t", quiet=True))
     assert not (tmp_path / "r" / "episodes.jsonl").exists()
+
+
+def _try_flock(path: str) -> bool:
+    """Whether another process could take `path` exclusively right now."""
+    import subprocess
+    import sys
+
+    code = ("import fcntl, sys; f = open(sys.argv[1], 'a')\n"
+            "try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError: sys.exit(1)")
+    return subprocess.run([sys.executable, "-c", code, path]).returncode == 0
+
+
+def test_a_measurement_holds_lease_then_host_locks_and_its_execs_do_not_wait_on_themselves():
+    from orchestrator.sandbox.base import SandboxSpec, create
+    from orchestrator.sandbox.gpu_holds import measuring
+
+    gpu = 97   # a GPU index no real run uses: only its lock file matters here
+    pool = GpuPool([gpu], slots_per_gpu=2)
+    mine, other = pool.acquire(1), pool.acquire(1)
+    box = LeasedSandbox(create("local", SandboxSpec(gpus=(gpu,))), mine.shared, mine.exclusive)
+    other_ran = []
+    with box:
+        with measuring(box, profiler=True):
+            def tool_call() -> None:
+                with other.shared():
+                    other_ran.append(time.monotonic())
+
+            waiter = threading.Thread(target=tool_call, daemon=True)
+            waiter.start()
+            assert box.exec(["true"], timeout_s=30).returncode == 0   # inside its own hold: no self-wait
+            assert not _try_flock(f"/tmp/popcorn-gpu{gpu}.lock") and not _try_flock("/tmp/popcorn-profiler.lock")
+            time.sleep(0.5)
+            assert not other_ran          # another episode's tool call waits for the measurement
+            released = time.monotonic()
+        waiter.join(5)
+        assert other_ran and other_ran[0] >= released
+        assert _try_flock(f"/tmp/popcorn-gpu{gpu}.lock") and _try_flock("/tmp/popcorn-profiler.lock")

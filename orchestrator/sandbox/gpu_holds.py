@@ -1,0 +1,30 @@
+"""What a GPU measurement holds, in the one order that cannot deadlock.
+
+Timing, ceilings and ncu must not share their GPUs with other work. Three holds, always taken
+in this order: the executor's lease on the GPUs (when the sandbox is leased: other episodes of
+this process), this host's lock files of those GPUs (other processes: every judge takes them
+while it runs kernels), and the host's profiler lock (one ncu at a time: the driver serves one
+profiling session). They are taken on the host, so they hold for every sandbox backend.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def measuring(sandbox: Any, profiler: bool = False) -> Iterator[None]:
+    gpus = tuple(getattr(getattr(sandbox, "spec", None), "gpus", ()) or ())
+    if not gpus:
+        yield
+        return
+    from orchestrator.runner.judge import gpu_lock, host_gpu_lock_paths, profiler_lock
+
+    with contextlib.ExitStack() as stack:
+        lease = getattr(sandbox, "measuring", None)
+        if callable(lease):
+            stack.enter_context(lease())
+        stack.enter_context(gpu_lock(host_gpu_lock_paths(gpus)))
+        if profiler:
+            stack.enter_context(profiler_lock())
+        yield
