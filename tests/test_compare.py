@@ -105,6 +105,20 @@ def test_problem_check_output_replaces_the_metric_after_structure_checks(tmp_pat
     assert not problem.compare((), torch.arange(6).reshape(2, 3), torch.arange(6)).passed  # other rank: refused
 
 
+def test_check_output_gets_everything_on_the_reference_outputs_device(tmp_path):
+    """On a GPU the candidate's output comes back on the CPU while the reference's stays on
+    cuda:0; the checker must not have to mix them (the `meta` device stands in for cuda here)."""
+    from orchestrator.runner.problem import load_problem
+    (tmp_path / "manifest.json").write_text('{"id": "t/l1/x", "tolerance": {"metric": "exact"}}')
+    (tmp_path / "reference.py").write_text(
+        "def check_output(inputs, output, expected, tolerance):\n"
+        "    devices = {str(t.device) for t in (*inputs, output, expected)}\n"
+        "    return devices == {'meta'}, f'devices {sorted(devices)}'\n")
+    problem = load_problem(tmp_path)
+    result = problem.compare((torch.ones(3),), torch.arange(6), torch.arange(6, device="meta"))
+    assert result.passed, result.message
+
+
 def test_interleaved_timing_alternates_abba_and_warms_each_round():
     from orchestrator.runner.timing import interleaved
 

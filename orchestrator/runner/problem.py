@@ -12,6 +12,7 @@ The contract a problem author writes:
 unique (neighbour ties, iterative solvers judged by their residual, contact sets): it
 receives the inputs, the candidate's output (already structure-checked), the reference
 output and the manifest's tolerance, and says whether the output is acceptable and why.
+All of its tensors are on one device, the reference output's (cuda when scored on a GPU).
 
 `generator` is a CPU torch.Generator seeded by the harness, so the same seed gives
 the same inputs on every device. Collectives problems also take `rank` and
@@ -67,6 +68,9 @@ class LoadedProblem:
         shape_ok = compare_structure(output, expected, same_length=False)  # the checker judges set sizes
         if not shape_ok.passed:
             return shape_ok
+        device = first_tensor_device(expected)
+        if device is not None:  # the candidate's output comes back on the CPU: one device for the checker
+            inputs, output = to_device(inputs, device), to_device(output, device)
         try:
             passed, message = check(inputs, output, expected, tol)
         except Exception as exc:  # an output the checker cannot even read is not a correct one
@@ -114,6 +118,17 @@ def to_device(obj: Any, device: str | torch.device) -> Any:
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     return obj
+
+
+def first_tensor_device(obj: Any) -> torch.device | None:
+    if isinstance(obj, torch.Tensor):
+        return obj.device
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (tuple, list)) else ()
+    for item in items:
+        device = first_tensor_device(item)
+        if device is not None:
+            return device
+    return None
 
 
 def cast_floats(obj: Any, dtype: torch.dtype) -> Any:

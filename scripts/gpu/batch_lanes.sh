@@ -17,7 +17,9 @@
 #          executors        Popcorn2 oracle pass on one GPU, then on two (both GPUs)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
 #          gputests         the GPU-marked agent tool test and the GPU hack fixtures on GPU 1
-# LANE_S (default 540) bounds every lane.
+# LANE_S (default 540) bounds every lane. Lists of ids (oracles0:@.lanes/list.txt) and measured
+# ceilings (.lanes/ceilings.json, reused instead of measuring again) live in the ignored .lanes/:
+# pass ".lanes" in the run's carry.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh

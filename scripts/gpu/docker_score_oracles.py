@@ -89,7 +89,9 @@ def main() -> int:
               flush=True)
         args.out.write_text(json.dumps(records, indent=1))
     passed = sum(1 for r in records if r.get("failure_class") is None and "stages" in r)
-    print(f"oracles scored in containers: {passed} passed of {len(records)}")
+    attempted = sum(1 for r in records if "skipped" not in r)
+    print(f"oracles scored in containers: {passed} passed of {attempted} attempted "
+          f"({len(records) - attempted} skipped: time budget spent)")
     return 0
 
 
