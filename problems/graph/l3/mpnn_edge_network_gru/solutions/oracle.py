@@ -13,6 +13,19 @@ import triton
 import triton.language as tl
 
 EDGE_HIDDEN = 128
+SHARED_MEMORY_LIMIT = 232448  # bytes per block on sm_90 (H100, H200)
+
+
+def message_launch(fp: int, on_gpu: bool) -> dict:
+    """Tile sizes of _messages. On a GPU each software-pipeline stage of its K loop holds a
+    [BE, KC FP] outer-product tile and a [KC FP, FP] slice of W2 in float32: 4 (BE + FP) KC FP
+    bytes, 96 KiB at FP = 128, where three stages (288 KiB) exceed the limit and two fit.
+    The interpreter prefers few, wide programs (one K chunk)."""
+    if not on_gpu:
+        return dict(BE=256, KC=EDGE_HIDDEN, num_warps=8)
+    be, kc = 64, max(1, 128 // fp)
+    stage_bytes = 4 * (be + fp) * kc * fp
+    return dict(BE=be, KC=kc, num_warps=8, num_stages=max(1, min(3, SHARED_MEMORY_LIMIT // stage_bytes)))
 
 
 @triton.jit
@@ -117,8 +130,8 @@ class ModelNew(nn.Module):
         device = h0.device
         fp = max(16, triton.next_power_of_2(feat))
         src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
-        # the interpreter prefers few, wide programs (one K chunk); a GPU keeps tiles in registers
-        be, kc, bn = (64, max(1, 128 // fp), 32) if h0.is_cuda else (256, EDGE_HIDDEN, 256)
+        tiles = message_launch(fp, h0.is_cuda)
+        bn = 32 if h0.is_cuda else 256  # the interpreter prefers few, wide programs
         z = torch.empty(n_edges, EDGE_HIDDEN, device=device, dtype=h0.dtype)
         if n_edges:
             _edge_hidden[(triton.cdiv(n_edges, 32),)](edge_attr.contiguous(), self.edge_w1, self.edge_b1, z, n_edges,
@@ -127,8 +140,8 @@ class ModelNew(nn.Module):
         for _ in range(self.steps):
             m = self.msg_bias.detach().expand(n, feat).contiguous()
             if n_edges:
-                _messages[(triton.cdiv(n_edges, be),)](z, h, src, dst, self.edge_w2, self.edge_b2, m, n_edges, feat,
-                                                       BE=be, FP=fp, H=EDGE_HIDDEN, KC=kc, num_warps=8)
+                _messages[(triton.cdiv(n_edges, tiles["BE"]),)](z, h, src, dst, self.edge_w2, self.edge_b2, m, n_edges,
+                                                                feat, FP=fp, H=EDGE_HIDDEN, **tiles)
             h_next = torch.empty_like(h)
             _gru[(triton.cdiv(n, bn),)](m, h, self.gru_w_ih, self.gru_w_hh, self.gru_b_ih, self.gru_b_hh, h_next,
                                         n, feat, BN=bn, FP=fp)
