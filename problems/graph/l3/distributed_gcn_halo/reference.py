@@ -23,9 +23,20 @@ def all_gather_rows(x_local):
     return torch.cat([p[:n] for p, n in zip(parts, sizes.tolist())], 0)
 
 
+MSG_BYTES = 512 << 20  # bound on one slice of the [edges, width] products (whole: 4 GB per rank at the default)
+
+
 def spmm(rowptr, col, val, x_full):
-    msg = val[:, None] * x_full[col.long()]
-    return torch.segment_reduce(msg, "sum", lengths=rowptr[1:] - rowptr[:-1], axis=0)
+    """A_hat_r x_full by segment_reduce over row slices whose products stay under MSG_BYTES."""
+    n_rows, width = rowptr.numel() - 1, x_full.shape[1]
+    rows_per_slice = max(1, MSG_BYTES * n_rows // (max(1, col.numel()) * width * x_full.element_size()))
+    cuts = list(range(0, n_rows, rows_per_slice)) + [n_rows]
+    edge_cuts = rowptr[cuts].tolist()
+    out = torch.empty(n_rows, width, dtype=x_full.dtype, device=x_full.device)
+    for r0, r1, e0, e1 in zip(cuts, cuts[1:], edge_cuts, edge_cuts[1:]):
+        msg = val[e0:e1, None] * x_full[col[e0:e1].long()]
+        out[r0:r1] = torch.segment_reduce(msg, "sum", lengths=rowptr[r0 + 1:r1 + 1] - rowptr[r0:r1], axis=0)
+    return out
 
 
 class Model(nn.Module):
