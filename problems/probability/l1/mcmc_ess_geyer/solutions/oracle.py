@@ -15,10 +15,10 @@ import triton.language as tl
 
 
 @triton.jit
-def _ess(draws, out, params, n, chains, pair_limit, min_tau, BLOCK_P: tl.constexpr, BLOCK_S: tl.constexpr,
+def _ess(draws, out, n_params, n, chains, pair_limit, min_tau, BLOCK_P: tl.constexpr, BLOCK_S: tl.constexpr,
          PAIRS: tl.constexpr, BLOCK_C: tl.constexpr):
     p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    p_ok = p < params
+    p_ok = p < n_params
     rows = draws + p.to(tl.int64) * chains * n  # [BLOCK_P] row starts
     c_idx = tl.arange(0, BLOCK_C)
     s_idx = tl.arange(0, BLOCK_S)
@@ -102,12 +102,20 @@ def _ess(draws, out, params, n, chains, pair_limit, min_tau, BLOCK_P: tl.constex
     tl.store(out + p, ess.to(tl.float32), mask=p_ok)
 
 
+def ess_launch(draws: torch.Tensor, out: torch.Tensor, on_gpu: bool) -> tuple[tuple, tuple, dict]:
+    """Grid, arguments and constexprs of _ess. (No kernel argument may be named `params`: Triton's
+    GPU launcher binds the arguments in a generated function whose local dict of that name shadows
+    it, "failed to specialize argument of type: dict"; the interpreter never runs that binder.)"""
+    n_params, chains, n = draws.shape
+    block_p, block_s, pairs = (1, 128, 16) if on_gpu else (64, 512, 32)
+    args = (draws, out, n_params, n, chains, max((n - 3) // 2, 0), 1.0 / math.log10(chains * n))
+    meta = dict(BLOCK_P=block_p, BLOCK_S=block_s, PAIRS=pairs, BLOCK_C=triton.next_power_of_2(chains))
+    return (triton.cdiv(n_params, block_p),), args, meta
+
+
 class ModelNew(nn.Module):
     def forward(self, draws: torch.Tensor) -> torch.Tensor:
-        params, chains, n = draws.shape
-        out = torch.empty(params, dtype=torch.float32, device=draws.device)
-        block_p, block_s, pairs = (1, 128, 16) if draws.is_cuda else (64, 512, 32)
-        _ess[(triton.cdiv(params, block_p),)](draws.contiguous(), out, params, n, chains, max((n - 3) // 2, 0),
-                                              1.0 / math.log10(chains * n), BLOCK_P=block_p, BLOCK_S=block_s,
-                                              PAIRS=pairs, BLOCK_C=triton.next_power_of_2(chains))
+        out = torch.empty(draws.shape[0], dtype=torch.float32, device=draws.device)
+        grid, args, meta = ess_launch(draws.contiguous(), out, draws.is_cuda)
+        _ess[grid](*args, **meta)
         return out.to(draws.dtype)
