@@ -1,8 +1,18 @@
-"""biology/l1/tanimoto_topk: Tanimoto similarity search of bit fingerprints, top-k per query."""
+"""biology/l1/tanimoto_topk: Tanimoto similarity search of bit fingerprints, top-k per query.
+
+The common-bit counts c_ij are one matrix product of the unpacked 0/1 bits: every product and
+partial sum is an integer below 2^24, so float32 (and TF32 or bf16 inputs) count exactly in any
+summation order. The database is scanned in chunks sized so that the [queries x chunk] work
+arrays and the chunk's unpacked bits together hold at most 2^26 elements (peak memory of a few
+GiB at every allowed shape).
+"""
 import torch
 import torch.nn as nn
 
-DB_CHUNK = 1 << 15  # database fingerprints per chunk
+DB_CHUNK = 1 << 15          # most database fingerprints per chunk
+CHUNK_ELEMENTS = 1 << 26    # (queries + 32 * words) x chunk rows per chunk
+BERNOULLI_BITS = 10         # bit densities are multiples of 2^-10
+GENERATION_WORDS = 1 << 22  # int64 words of fingerprints drawn at a time (bounded host memory)
 
 
 def popcount64(x: torch.Tensor) -> torch.Tensor:
@@ -13,6 +23,12 @@ def popcount64(x: torch.Tensor) -> torch.Tensor:
     return (x * 0x0101010101010101) >> 56
 
 
+def unpack_bits(words: torch.Tensor) -> torch.Tensor:
+    """int32 [R,W] -> float32 0/1 [R,32W]."""
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    return ((words[:, :, None] >> shifts) & 1).flatten(1).float()
+
+
 class Model(nn.Module):
     def __init__(self, k: int = 10):
         super().__init__()
@@ -21,14 +37,17 @@ class Model(nn.Module):
     def forward(self, queries, database):
         q, d = queries.view(torch.int64), database.view(torch.int64)   # pairs of 32-bit words
         a = popcount64(q).sum(1)
+        b = popcount64(d).sum(1)
+        q_bits = unpack_bits(queries)
         best_sim = torch.empty(q.shape[0], 0, dtype=torch.float32, device=q.device)
         best_idx = torch.empty(q.shape[0], 0, dtype=torch.int64, device=q.device)
-        for c0 in range(0, d.shape[0], DB_CHUNK):
-            chunk = d[c0:c0 + DB_CHUNK]
-            c = popcount64(q[:, None, :] & chunk[None, :, :]).sum(-1)       # [M, chunk]
-            denom = (a[:, None] + popcount64(chunk).sum(1)[None, :] - c).float()
+        chunk_rows = max(1, min(DB_CHUNK, CHUNK_ELEMENTS // (q.shape[0] + q_bits.shape[1])))
+        for c0 in range(0, d.shape[0], chunk_rows):
+            c1 = min(c0 + chunk_rows, d.shape[0])
+            c = (q_bits @ unpack_bits(database[c0:c1]).T).long()         # exact: integers < 2^24
+            denom = (a[:, None] + b[None, c0:c1] - c).float()
             sim = torch.where(denom > 0, c.float() / denom, torch.zeros_like(denom))
-            idx = torch.arange(c0, c0 + chunk.shape[0], device=q.device).expand_as(sim)
+            idx = torch.arange(c0, c1, device=q.device).expand_as(sim)
             # candidates in ascending index order; a stable sort keeps that order among equal sims
             cand_sim, cand_idx = torch.cat([best_sim, sim], 1), torch.cat([best_idx, idx], 1)
             order = torch.sort(cand_sim, dim=1, descending=True, stable=True).indices[:, :self.k]
@@ -41,10 +60,20 @@ def get_init_inputs(shape):
 
 
 def _fingerprints(n, words, density, generator):
-    """Random fingerprints with about `density` of the bits set, packed into int32 words."""
-    bits = torch.rand(n, words, 32, generator=generator) < density
-    unsigned = (bits.long() << torch.arange(32)).sum(-1)       # 0 .. 2^32 - 1
-    return (unsigned - (bits[..., 31].long() << 32)).to(torch.int32)  # two's-complement int32
+    """Fingerprints int32 [n, words] (words even) whose bits are independent Bernoulli(p), p =
+    density rounded to a multiple of 2^-BERNOULLI_BITS. Bitwise, from random 64-bit words: reading
+    p's binary digits from the last, x <- r | x for a 1 and x <- r & x for a 0 maps P(bit) to
+    (P + digit) / 2; BERNOULLI_BITS draws per word instead of one uniform float per bit."""
+    numerator = round(density * 2 ** BERNOULLI_BITS)
+    rows = max(1, GENERATION_WORDS // (words // 2))
+    out = torch.empty(n, words // 2, dtype=torch.int64)
+    for r0 in range(0, n, rows):
+        x = torch.zeros(min(rows, n - r0), words // 2, dtype=torch.int64)
+        for digit in range(BERNOULLI_BITS):
+            r = torch.randint(-2 ** 63, 2 ** 63 - 1, x.shape, dtype=torch.int64, generator=generator)
+            x = (x | r) if (numerator >> digit) & 1 else (x & r)
+        out[r0:r0 + rows] = x
+    return out.view(torch.int32)
 
 
 def get_inputs(shape, generator, device):

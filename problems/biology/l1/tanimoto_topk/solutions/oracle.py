@@ -4,11 +4,14 @@
    popcount and the fp32 division, all in registers.
 2. Each query row selects its k best by k sweeps, each taking the best entry strictly after the
    previous pick in the order (sim descending, index ascending): no sort.
+Queries go in blocks so that the similarity matrix stays at most 4 GiB.
 """
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+SIMS_ELEMENTS = 1 << 30
 
 
 @triton.jit
@@ -74,11 +77,16 @@ class ModelNew(nn.Module):
     def forward(self, queries, database):
         n_q, words = queries.shape
         n_db = database.shape[0]
-        sims = torch.empty(n_q, n_db, device=queries.device, dtype=torch.float32)
-        bm, bn = (32, 64) if queries.is_cuda else (64, 4096)
-        _similarity[(triton.cdiv(n_q, bm), triton.cdiv(n_db, bn))](queries.contiguous(), database.contiguous(), sims,
-                                                                   n_q, n_db, words, BM=bm, BN=bn)
+        queries, database = queries.contiguous(), database.contiguous()
+        # queries in blocks whose similarity matrix holds at most SIMS_ELEMENTS (4 GiB)
+        block = max(1, min(n_q, SIMS_ELEMENTS // n_db))
+        sims = torch.empty(block, n_db, device=queries.device, dtype=torch.float32)
         idx = torch.empty(n_q, self.k, device=queries.device, dtype=torch.int64)
         val = torch.empty(n_q, self.k, device=queries.device, dtype=torch.float32)
-        _select_topk[(n_q,)](sims, idx, val, n_db, self.k, BLOCK=1024 if queries.is_cuda else 8192)
+        bm, bn = (32, 64) if queries.is_cuda else (64, 4096)
+        for q0 in range(0, n_q, block):
+            rows = min(block, n_q - q0)
+            _similarity[(triton.cdiv(rows, bm), triton.cdiv(n_db, bn))](queries[q0:], database, sims,
+                                                                       rows, n_db, words, BM=bm, BN=bn)
+            _select_topk[(rows,)](sims, idx[q0:], val[q0:], n_db, self.k, BLOCK=1024 if queries.is_cuda else 8192)
         return idx, val
