@@ -35,6 +35,7 @@ import multiprocessing as mp
 import os
 import socket
 import struct
+import sys
 import tempfile
 import time
 from typing import Any
@@ -129,6 +130,13 @@ def bring_up_loopback() -> None:
         flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, req))[1]
         if not flags & iff_up:
             fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def progress(what: str) -> None:
+    """One timestamped line on the judge's stderr per stage start, so a timeout says where it
+    was (stdout carries only the verdict)."""
+    sys.stderr.write(f"[popcorn {dt.datetime.now():%H:%M:%S}] {what}\n")
+    sys.stderr.flush()
 
 
 def free_port() -> int:
@@ -260,6 +268,7 @@ class DistributedJudge(Judge):
     # -- stages (the shared ones call these) ----------------------------------------------
     def run(self, cand: Any) -> None:
         t0 = time.perf_counter()
+        progress(f"load: {self.world_size} ranks, {self.backend}")
         cand.call_all({"op": "load", "solution": self.job["solution"]}, max(LOAD_TIMEOUT_S, self.trial_timeout))
         self._build(cand, self.disclosed)
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0, "world_size": self.world_size,
@@ -276,11 +285,15 @@ class DistributedJudge(Judge):
         self.timing(cand)
 
     def _build(self, cand: Any, shape: Shape) -> None:
+        if self.stages.get("stress", {}).get("status") == "failed":  # "failed" until the stage ends
+            progress(f"stress shape {len(self.stages['stress']['trials']) + 1}: {shape}")
         cand.call_all({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},
                       self.trial_timeout)
 
     def _trial(self, cand: Any, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
+        if kind != "stress":
+            progress(f"correctness trial {len(record or []) + 1} ({kind})")
         inputs = self.rank_inputs(shape, seed)
         with gpu_lock(self.job.get("gpu_lock"), shared=True):  # no other evaluation times these GPUs meanwhile
             refs = self.reference_outputs(shape, inputs)
@@ -309,6 +322,7 @@ class DistributedJudge(Judge):
 
     def _timing(self, cand: Any) -> None:
         shape, cpu = self.disclosed, self.device == "cpu"
+        progress("timing")
         self._build(cand, shape)
         self._ref_build(shape)
         t = self.job.get("timing", {})
