@@ -170,6 +170,13 @@ def _gamma_emit(alpha, beta, obs, gamma, emit, loglik, seq_len, K, V,
     tl.store(loglik + n + tl.arange(0, 1), tl.zeros([1], dtype=tl.float32) + value, mask=(tl.arange(0, 1) + kb) == 0)
 
 
+def step_norms_block(kp: int) -> int:
+    """BI of _step_norms, which pipelines [KP, BI] float32 tiles of A^T in 3 stages: KP BI <= 8192
+    keeps them within 96 KiB, so that K = 512 fits sm_90's 227 KiB of shared memory (BI = 64 there
+    needed 416 KiB); K <= 128 keeps BI = min(64, KP) as before."""
+    return max(16, min(64, kp, 8192 // kp))
+
+
 class ModelNew(nn.Module):
     def forward(self, log_pi, log_A, log_B, obs, lengths):
         n_seqs, seq_len = obs.shape
@@ -190,7 +197,7 @@ class ModelNew(nn.Module):
         m1 = torch.empty(n_seqs, seq_len, dtype=dt, device=dev)
         m2, s = torch.empty_like(m1), torch.empty_like(m1)
         _step_norms[(n_seqs, triton.cdiv(seq_len - 1, bt))](alpha, beta, log_A, log_B, obs, m1, m2, s, seq_len, K, V,
-                                                           BT=bt, KP=kp, BI=bs)
+                                                           BT=bt, KP=kp, BI=step_norms_block(kp))
         xi = torch.empty(n_seqs, K, K, dtype=dt, device=dev)
         _xi_sum[(n_seqs, triton.cdiv(K, bs), triton.cdiv(K, bs))](alpha, beta, log_A, log_B, obs, m1, m2, s, xi,
                                                                   seq_len, K, V, BT=bt, BI=bs, BJ=bs)
