@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 from orchestrator.config import REPO_ROOT
 from orchestrator.runner.problem import import_file
 from orchestrator.runner.shapes import default_shape, stress_shapes
-from orchestrator.translation import builds, sources
+from orchestrator.translation import sources
 from orchestrator.translation.catalog import find_task
 from orchestrator.translation.prompts import build_prompt
 
@@ -155,9 +154,10 @@ def test_prompt_shows_the_a100_side_only(cache_dir: Path) -> None:
     assert task.file("h100.cu").read_text().strip()[:2000] not in text
 
 
-@pytest.mark.slow
 def test_adapters_sit_on_the_right_side_of_the_reference_boundary(cache_dir: Path) -> None:
-    """The A100 adapter (where a port starts) includes no H100 file; the H100 adapter is refused."""
+    """The A100 adapter (where a port starts) includes no H100 file; the H100 adapter is refused.
+    nvcc only preprocesses here (-M); compiling both sides is left to `translation build` and the
+    H200 script (A100 74 s, H100 202 s on 2 shared cores)."""
     from orchestrator.translation import integrity
 
     task, _ = _glue()
@@ -165,15 +165,3 @@ def test_adapters_sit_on_the_right_side_of_the_reference_boundary(cache_dir: Pat
     assert integrity.reference_leak(task, roots, task.file("a100.cu")) is None
     leak = integrity.reference_leak(task, roots, task.file("h100.cu"))
     assert leak is not None and leak.startswith("reference_include")
-
-
-@pytest.mark.slow
-def test_both_sides_build_and_export_the_entry_point(cache_dir: Path) -> None:
-    task, _ = _glue()
-    roots = sources.prepare(task.manifest, cache_dir)
-    for side in ("a100", "h100"):
-        result = builds.build(task, side, roots, cache_dir)
-        assert result.ok and result.library is not None
-        symbols = subprocess.run(["nm", "-D", "--defined-only", str(result.library)], capture_output=True,
-                                 text=True, check=True).stdout
-        assert " T popcorn_paged_prefill" in symbols
