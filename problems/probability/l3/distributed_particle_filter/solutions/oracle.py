@@ -47,8 +47,8 @@ def resample(x, weights, u, n, resampling):
         a = torch.clamp(first, q_lo, q_hi)
         b = torch.clamp(first + count, q_lo, q_hi)
         send_counts.append(b - a)
-        for s in range(x.shape[0]):
-            idx = torch.arange(int(a[s]), int(b[s]), device=x.device)
+        for s, (a_s, b_s) in enumerate(zip(a.tolist(), b.tolist())):  # one host sync per peer, not two per sequence
+            idx = torch.arange(a_s, b_s, device=x.device)
             anc = torch.searchsorted(cdf[s], positions[s, idx], right=True).clamp_(max=hi - lo - 1)
             send_values.append(x[s, anc])
     send_counts = torch.stack(send_counts)  # [W, B]
@@ -60,8 +60,8 @@ def resample(x, weights, u, n, resampling):
     # from each source rank (in rank order): sequence 0's slots, sequence 1's, ...
     pieces = recv.split(recv_counts.flatten().tolist())
     new_x = x.clone()
-    for s in range(x.shape[0]):
-        if bool(resampling[s]):
+    for s, flagged in enumerate(resampling.tolist()):
+        if flagged:
             new_x[s] = torch.cat([pieces[p * x.shape[0] + s] for p in range(world)])
     return new_x
 
