@@ -1,4 +1,9 @@
-"""biology/l1/lj_coulomb_forces: non-bonded Lennard-Jones + Coulomb forces from a half neighbour list."""
+"""biology/l1/lj_coulomb_forces: non-bonded Lennard-Jones + Coulomb forces from a half neighbour list.
+
+Shifted-force cutoff: every pair term is shifted so that its energy and force vanish at r_c, so a
+pair whose distance lies within rounding of r_c (a GPU sqrt or FMA moves it across) changes nothing
+measurable, while a plain cutoff would move two atoms' forces by K_E q_i q_j / r_c^2.
+"""
 import math
 
 import torch
@@ -11,7 +16,18 @@ JITTER = 0.02      # nm: max displacement per coordinate (minimum separation >= 
 PAIR_CHUNK = 1 << 20
 
 
+def _energy_and_slope(eps, sig, qq, d):
+    """Plain LJ + Coulomb pair energy E(d) and dE/dd."""
+    sr6 = (sig / d) ** 6
+    energy = 4 * eps * (sr6 * sr6 - sr6) + qq / d
+    slope = 4 * eps * (-12 * sr6 * sr6 + 6 * sr6) / d - qq / d ** 2
+    return energy, slope
+
+
 def _pair_terms(pos, box, charge, atype, lj, pairs, cutoff):
+    """Shifted-force pair terms: E_sf(d) = E(d) - E(rc) - (d - rc) E'(rc) and force -(E'(d) - E'(rc))
+    along r for d < rc. Energy and force are continuous at rc: a pair within rounding of the cutoff
+    contributes ~0 on either side (a plain cutoff jumps by q_i q_j K_E / rc^2, ~30 kJ/mol/nm)."""
     i, j = pairs[:, 0].long(), pairs[:, 1].long()
     r = pos[j] - pos[i]
     r = r - box * torch.round(r / box)
@@ -19,10 +35,11 @@ def _pair_terms(pos, box, charge, atype, lj, pairs, cutoff):
     within = d < cutoff
     d_safe = torch.where(within, d, torch.ones_like(d))
     sig, eps = lj[atype[i].long(), atype[j].long()].unbind(-1)
-    sr6 = (sig / d_safe) ** 6
     qq = K_E * charge[i] * charge[j]
-    energy = torch.where(within, 4 * eps * (sr6 * sr6 - sr6) + qq / d_safe, torch.zeros_like(d))
-    de_dr = torch.where(within, 4 * eps * (-12 * sr6 * sr6 + 6 * sr6) / d_safe - qq / d_safe ** 2, torch.zeros_like(d))
+    e_d, slope_d = _energy_and_slope(eps, sig, qq, d_safe)
+    e_c, slope_c = _energy_and_slope(eps, sig, qq, torch.full_like(d, cutoff))
+    energy = torch.where(within, e_d - e_c - (d_safe - cutoff) * slope_c, torch.zeros_like(d))
+    de_dr = torch.where(within, slope_d - slope_c, torch.zeros_like(d))
     f_j = -de_dr[:, None] * r / d_safe[:, None]   # force on j; i gets the negative
     return i, j, f_j, energy
 
@@ -45,7 +62,8 @@ class Model(nn.Module):
 
 def tolerance_scale(inputs, output):
     """Forces: per atom, the sum of |pair force| over its list pairs (the terms cancel over ~500
-    neighbours), the same for all three components. The energy is compared to |E| itself (None)."""
+    neighbours), the same for all three components; a cutoff far beyond the list makes these the
+    plain (unshifted) pair forces. The energy is compared to |E| itself (None)."""
     pos, box, charge, atype, lj, pairs = inputs
     i, j, f_j, _ = _pair_terms(pos.double(), box.double(), charge.double(), atype, lj.double(), pairs, 1.0e9)
     mag = f_j.norm(dim=-1)

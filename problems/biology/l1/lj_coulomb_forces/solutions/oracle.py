@@ -1,7 +1,7 @@
 """Oracle for biology/l1/lj_coulomb_forces: one pass over the pair list.
 
-Each program loads a block of pairs, computes minimum-image distances, LJ + Coulomb energy and
-forces in registers, adds +-F to both atoms with atomic adds (no pair-sized temporaries), and
+Each program loads a block of pairs, computes minimum-image distances, shifted-force LJ + Coulomb
+energy and forces in registers, adds +-F to both atoms with atomic adds (no pair-sized temporaries), and
 writes one partial energy per program, summed in float64.
 """
 import torch
@@ -10,6 +10,15 @@ import triton
 import triton.language as tl
 
 K_E = tl.constexpr(138.935458)  # a Triton global must be constexpr
+
+
+@triton.jit
+def _energy_and_slope(eps, sig, qq, d):
+    """Plain LJ + Coulomb pair energy E(d) and dE/dd."""
+    sr = sig / d
+    sr2 = sr * sr
+    sr6 = sr2 * sr2 * sr2
+    return 4.0 * eps * (sr6 * sr6 - sr6) + qq / d, 4.0 * eps * (-12.0 * sr6 * sr6 + 6.0 * sr6) / d - qq / (d * d)
 
 
 @triton.jit
@@ -36,12 +45,12 @@ def _pair_forces(pos, box, charge, atype, lj, pairs, forces, energy_parts, n_pai
     tj = tl.load(atype + j, mask=ok, other=0)
     sig = tl.load(lj + (ti * n_types + tj) * 2, mask=ok, other=1.0)
     eps = tl.load(lj + (ti * n_types + tj) * 2 + 1, mask=ok, other=0.0)
-    sr = sig / d
-    sr2 = sr * sr
-    sr6 = sr2 * sr2 * sr2
     qq = K_E * tl.load(charge + i, mask=ok, other=0.0) * tl.load(charge + j, mask=ok, other=0.0)
-    e = tl.where(within, 4.0 * eps * (sr6 * sr6 - sr6) + qq / d, 0.0)
-    de_dr = tl.where(within, 4.0 * eps * (-12.0 * sr6 * sr6 + 6.0 * sr6) / d - qq / (d * d), 0.0)
+    e_d, slope_d = _energy_and_slope(eps, sig, qq, d)
+    e_c, slope_c = _energy_and_slope(eps, sig, qq, rc)
+    # shifted force: energy and force vanish at rc (a pair within rounding of rc changes nothing)
+    e = tl.where(within, e_d - e_c - (d - rc) * slope_c, 0.0)
+    de_dr = tl.where(within, slope_d - slope_c, 0.0)
     scale = -de_dr / d
     fx, fy, fz = scale * rx, scale * ry, scale * rz
     tl.atomic_add(forces + 3 * j, fx, mask=within)
