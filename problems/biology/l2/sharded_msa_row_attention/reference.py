@@ -8,7 +8,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 C_M, C_Z, HEADS, C_HEAD = 256, 128, 8, 32
-SEQ_CHUNK = 64  # MSA rows per chunk: bounds the [B, chunk, H, R, R] logits
+SEQ_CHUNK = 64  # MSA rows per chunk at most: bounds the [B, chunk, H, R, R] logits
+LOGITS_BYTES = 512 << 20  # and so does this, at large R (a 64-row chunk is 2 GB at R = 1024)
 
 
 def all_gather_dim1(x_local):
@@ -36,8 +37,10 @@ class Model(nn.Module):
         bias = F.linear(F.layer_norm(z, (C_Z,), self.ln_z_w, self.ln_z_b), self.w_b).permute(0, 3, 1, 2)  # [B,H,R,R]
         heads = lambda t: t.unflatten(-1, (HEADS, C_HEAD))
         out = []
-        for s0 in range(0, m_local.shape[1], SEQ_CHUNK):
-            x, mask = m_hat[:, s0:s0 + SEQ_CHUNK], mask_local[:, s0:s0 + SEQ_CHUNK]
+        n_res = m_local.shape[2]
+        chunk = max(1, min(SEQ_CHUNK, LOGITS_BYTES // (4 * HEADS * n_res * n_res)))
+        for s0 in range(0, m_local.shape[1], chunk):
+            x, mask = m_hat[:, s0:s0 + chunk], mask_local[:, s0:s0 + chunk]
             q, k, v = heads(F.linear(x, self.w_q)), heads(F.linear(x, self.w_k)), heads(F.linear(x, self.w_v))
             logits = torch.einsum("bsjhc,bskhc->bshjk", q, k) * C_HEAD ** -0.5
             logits = logits + bias[:, None] + 1e9 * (mask[:, :, None, None, :] - 1)

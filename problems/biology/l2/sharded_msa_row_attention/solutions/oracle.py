@@ -6,7 +6,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 C_M, C_Z, HEADS, C_HEAD = 256, 128, 8, 32
-SEQ_CHUNK = 64
+SEQ_CHUNK = 64  # MSA rows per chunk at most: bounds the [B, chunk, H, R, R] logits
+LOGITS_BYTES = 512 << 20  # and so does this, at large R (a 64-row chunk is 2 GB at R = 1024)
 
 
 def gather_rows(x):
@@ -34,8 +35,10 @@ class ModelNew(nn.Module):
         bias = gather_rows(bias_local.contiguous()).permute(0, 3, 1, 2)
         m_hat = F.layer_norm(m_local, (C_M,), self.ln_m_w, self.ln_m_b)
         out = []
-        for s0 in range(0, m_local.shape[1], SEQ_CHUNK):
-            x, mask = m_hat[:, s0:s0 + SEQ_CHUNK], mask_local[:, s0:s0 + SEQ_CHUNK]
+        n_res = m_local.shape[2]
+        chunk = max(1, min(SEQ_CHUNK, LOGITS_BYTES // (4 * HEADS * n_res * n_res)))
+        for s0 in range(0, m_local.shape[1], chunk):
+            x, mask = m_hat[:, s0:s0 + chunk], mask_local[:, s0:s0 + chunk]
             b, s, r, _ = x.shape
             q, k, v, g = F.linear(x, self.w_qkvg.to(x.device), self.b_qkvg.to(x.device)).view(b, s, r, 4, HEADS, C_HEAD).unbind(3)
             attn_bias = bias[:, None] + 1e9 * (mask[:, :, None, None, :] - 1)  # [B,S,H,R,R]
