@@ -5,6 +5,7 @@ import numpy as np
 import scipy.spatial
 import torch
 
+from orchestrator.runner.compare import compare_outputs
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
@@ -43,6 +44,35 @@ def test_neighbour_count_near_target():
     mean = edge_index.shape[1] / h.shape[0]
     assert 0.5 * 32 < mean < 1.1 * 32
     assert bool((edge_index[1][1:] >= edge_index[1][:-1]).all())
+
+
+def truncate_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """fp32 with the low 13 mantissa bits dropped: what Hopper tensor cores read from fp32 operands."""
+    return (t.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+class TruncatedTF32(torch.overrides.TorchFunctionMode):
+    """Every matrix product of the code inside sees TF32-truncated operands."""
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.__matmul__, torch.matmul, torch.Tensor.matmul, torch.mm):
+            args = tuple(truncate_to_tf32(a) if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+                         for a in args)
+        return func(*args, **(kwargs or {}))
+
+
+def test_tolerance_admits_truncated_tf32():
+    """Issue 5: the TF32 oracle failed on the H200 (3.8e-3 against atol = rtol = 2e-3, which had
+    been set from round-to-nearest TF32). Truncated-TF32 GEMMs must pass with a 2x margin."""
+    shape = {"n_atoms": 1024, "avg_neighbors": 64, "feat": 256, "n_rbf": 128}
+    inputs, expected = case.run(shape, dtype=torch.float64)
+    model = case.problem.model(shape, "cpu")
+    with torch.no_grad(), TruncatedTF32():
+        out = model(*case.problem.inputs(shape, 0, "cpu"))
+    tol = case.tolerance
+    assert compare_outputs(out, expected.float(), tol).passed
+    worst = float(((out.double() - expected).abs() / (1 + expected.abs())).max())
+    assert 1e-4 < worst <= min(tol["atol"], tol["rtol"]) / 2, worst    # TF32 really emulated, margin kept
+    assert float((out.double() - expected).norm() / expected.norm()) <= tol["rel_norm_max"] / 2
 
 
 def test_degeneracy():
