@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     timing_warmup: int = Field(3, ge=0)
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")
+    judge_timeout_s: float | None = Field(None, gt=0, description="override the whole evaluation's limit "
+                                          "(default: the manifest's total_s + 60 s, x3 on a CPU)")
     counters: bool = Field(True, description="collect ncu counters of a passing kernel on a GPU (rule 7)")
     world_size: int | None = Field(None, ge=2, description="ranks of a collectives problem (default: its manifest's)")
 

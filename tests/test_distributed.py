@@ -110,3 +110,13 @@ def test_world_size_defaults_to_the_manifest_and_is_bounded():
 
 def test_time_is_the_slowest_ranks_median():
     assert slowest_rank([[1.0, 2.0, 3.0], [2.0, 2.5, 9.0], [0.5, 1.0, 1.5]]) == [2.0, 2.5, 9.0]
+
+
+def test_a_judge_past_its_limit_says_which_stage_it_was_in(tmp_path):
+    solution = tmp_path / "hang.py"
+    solution.write_text(RANK1_HANGS)
+    r, record = evaluate(tmp_path, solution, 2, "--mode", "check", "--judge-timeout-s", "90",
+                         env={"POPCORN_TRIAL_TIMEOUT_S": "600"})   # the trial's own limit would come later
+    assert record["failure_class"] == "timeout", record["failure_detail"]
+    assert "did not finish within" in record["failure_detail"]
+    assert "last stage started:" in record["failure_detail"] and "correctness trial 1" in record["failure_detail"]

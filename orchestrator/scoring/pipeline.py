@@ -107,7 +107,15 @@ def _base_record(entry: Entry, solution: Path, source: bytes, device: str, mode:
     }
 
 
+def _last_stage(stderr: str) -> str:
+    """Where a judge that timed out was: its last progress line (collectives judges print them)."""
+    stages = [ln for ln in (stderr or "").splitlines() if ln.startswith("[popcorn ")]
+    return f" (last stage started: {stages[-1][len('[popcorn '):]})" if stages else ""
+
+
 def _judge_timeout(entry: Entry, settings: Any, device: str) -> float:
+    if getattr(settings, "judge_timeout_s", None):
+        return float(settings.judge_timeout_s)
     total = float(entry.manifest.get("time_limits", {}).get("total_s", 900))
     if settings.trial_timeout_s:
         total = max(total, settings.trial_timeout_s * (settings.stress + 10))
@@ -218,7 +226,8 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
     if verdict is None:
         if result.timed_out:
             record["failure_class"] = "timeout"
-            record["failure_detail"] = f"the evaluation did not finish within {result.wall_s:.0f} s"
+            record["failure_detail"] = f"the evaluation did not finish within {result.wall_s:.0f} s" \
+                + _last_stage(result.stderr)
         elif result.oom_killed:
             record["failure_class"], record["failure_detail"] = "runtime_error", "killed by the memory limit"
         else:
@@ -259,6 +268,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images-lock", type=Path, help="docker: use exactly the image digests in this lock file")
     parser.add_argument("--timing-iters", type=int, help="timed iterations on a GPU (default 50)")
     parser.add_argument("--world-size", type=int, help="collectives problems: ranks (default: the manifest's)")
+    parser.add_argument("--judge-timeout-s", type=float, help="limit of the whole evaluation in seconds; a timeout "
+                        "verdict names the last stage started (default: the manifest's total_s + 60)")
     parser.add_argument("--json", action="store_true", help="print the verdict record as JSON")
     parser.add_argument("--out", type=Path, help="also write the verdict record to this file")
 

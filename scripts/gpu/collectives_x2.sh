@@ -27,7 +27,8 @@ one() {  # one collectives problem: its verdict, then one summary line
     local dir=$1 id=${1#problems/} oracle=$1/solutions/oracle.py
     local out="$OUT/verdicts/${id//\//__}.json"
     echo "== $id"
-    timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --problem "$id" --solution "$oracle" --device "${COLLECTIVES_DEVICE:-cuda}" \
+    # the harness's own limit fires first, so a slow problem still gets a verdict naming its stage
+    timeout -k 30 "$PER_PROBLEM_S" python3 -m orchestrator eval --judge-timeout-s $((PER_PROBLEM_S - 25)) --problem "$id" --solution "$oracle" --device "${COLLECTIVES_DEVICE:-cuda}" \
         --world-size 2 --stress "$STRESS" --seed 2 --out "$out" > "$OUT/verdicts/${id//\//__}.log" 2>&1
     local rc=$?
     python3 - "$id" "$out" "$rc" >> "$OUT/collectives_x2.jsonl" <<'PY'
