@@ -133,13 +133,27 @@ def cache_key(task: Task, side: str, cmd: list[str], source: Path, roots: Mappin
 
 
 def _local_digest(task: Task) -> str:
-    """Hash of our shim directories (their headers change what a build produces)."""
+    """Hash of our own files a build can include: the task folder (adapters' helper headers,
+    shims), the manifest's local_includes, and any other task folder its files name (a task
+    may include a sibling's headers by relative path). Editing any of them rebuilds."""
+    root = task.path.parent.parent
+    own = _own_files(task.path)
+    folders = [task.path] + [root / rel for rel in task.manifest["build"].get("local_includes", [])]
+    text = b"\n".join(f.read_bytes() for f in own)
+    folders += [d for d in sorted(root.glob("*/tr-*")) if d != task.path and d.name.encode() in text]
     digest = hashlib.sha256()
-    for rel in task.manifest["build"].get("local_includes", []):
-        for f in sorted((task.path.parent.parent / rel).rglob("*")):
-            if f.is_file():
-                digest.update(f.name.encode() + f.read_bytes())
+    for folder in folders:
+        for f in _own_files(folder):
+            digest.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return digest.hexdigest()
+
+
+BUILD_SUFFIXES = (".h", ".cuh", ".hpp", ".cu", ".cpp", ".cc", ".inc", ".inl")
+
+
+def _own_files(folder: Path) -> list[Path]:
+    """The files of ours a compiler can read (task.py, the manifest and the Dockerfile cannot)."""
+    return [f for f in sorted(folder.rglob("*")) if f.is_file() and f.suffix in BUILD_SUFFIXES]
 
 
 def _canonical(cmd: list[str], roots: Mapping[str, Path]) -> list[str]:

@@ -155,3 +155,28 @@ def test_a_candidate_that_includes_or_pastes_the_h100_reference_is_refused(task_
     pasted.write_text(NAIVE_CANDIDATE + h100_main.read_text().replace("int main(", "int upstream_main("))
     leak = integrity.reference_leak(task, roots, pasted)
     assert leak and leak.startswith("reference_pasted")
+
+
+def test_build_key_follows_our_headers_in_the_task_folder_and_in_named_siblings(tmp_path):
+    """A helper header next to the adapter, or a sibling task's header it includes by relative
+    path, changes what nvcc produces: editing either must change the cache key (found stale)."""
+    from orchestrator.translation.builds import _local_digest
+    from orchestrator.translation.catalog import Task
+
+    root = tmp_path / "translation"
+    a, b = root / "single" / "tr-a", root / "single" / "tr-b"
+    for d in (a, b, root / "common" / "shim"):
+        d.mkdir(parents=True)
+    (a / "a100.cu").write_text('#include "prep.cuh"\n#include "../tr-b/shared.h"\n')
+    (a / "prep.cuh").write_text("// v1\n")
+    (a / "task.py").write_text("# not compiled\n")
+    (b / "shared.h").write_text("// v1\n")
+    (root / "common" / "shim" / "torch.h").write_text("// v1\n")
+    task = Task(a, {"build": {"local_includes": ["common/shim"]}})
+    keys = [_local_digest(task)]
+    for f in (a / "prep.cuh", b / "shared.h", root / "common" / "shim" / "torch.h"):
+        f.write_text("// v2\n")
+        keys.append(_local_digest(task))
+    assert len(set(keys)) == 4
+    (a / "task.py").write_text("# edited\n")           # Python glue is not part of the build
+    assert _local_digest(task) == keys[-1]
