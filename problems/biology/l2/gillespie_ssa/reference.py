@@ -4,6 +4,8 @@ import torch.nn as nn
 
 from orchestrator.runner.cbrng import cb_uniform64
 
+RNG_BLOCK = 32  # events whose uniforms are drawn in one batch (the draws are identical to one-at-a-time)
+
 
 def propensities(x, orders, rates):
     """a[b, m] = c_m prod_s h(x_bs, r_ms), h = 1, x, x(x-1)/2 for order 0, 1, 2 (float64)."""
@@ -21,6 +23,7 @@ class Model(nn.Module):
         n_events = torch.zeros(batch, dtype=torch.int64, device=x.device)
         active = torch.ones(batch, dtype=torch.bool, device=x.device)
         traj = torch.arange(batch, device=x.device)
+        draws_used = 0
         while bool(active.any()):
             a = propensities(x, orders, rates)
             cum = torch.empty_like(a)
@@ -29,8 +32,15 @@ class Model(nn.Module):
                 running = running + a[:, m]
                 cum[:, m] = running
             a0 = running
-            u1 = cb_uniform64(seed, traj, n_events, 0)
-            u2 = cb_uniform64(seed, traj, n_events, 1)
+            if draws_used % RNG_BLOCK == 0:                                 # draws for the next RNG_BLOCK events at once
+                base = n_events
+                ctr = base[:, None] + torch.arange(RNG_BLOCK, device=x.device)
+                u1_block = cb_uniform64(seed, traj[:, None], ctr, 0)
+                u2_block = cb_uniform64(seed, traj[:, None], ctr, 1)
+            offset = (n_events - base)[:, None]                           # < RNG_BLOCK: one event per step at most
+            u1 = u1_block.gather(1, offset)[:, 0]
+            u2 = u2_block.gather(1, offset)[:, 0]
+            draws_used += 1
             tau = -torch.log(u1) / a0
             active = active & (a0 > 0) & (t + tau <= t_end)
             above = cum > (u2 * a0)[:, None]
