@@ -11,6 +11,7 @@ both sides is the slow test at the end.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,139 @@ def test_both_sides_compile(cache_dir: Path) -> None:
     for side in ("a100", "h100"):
         result = builds.build(task, side, roots, cache_dir)  # raises BuildError with the log on failure
         assert result.ok and result.library is not None and result.library.is_file(), side
+
+
+# tr-vllm-allspark-w8a16-gemm: its binding, reference and prompt (both sides build in `translation build`).
+ALLSPARK = "tr-vllm-allspark-w8a16-gemm"
+
+
+def _allspark_glue() -> tuple[Any, Any]:
+    task = find_task(ALLSPARK, TRANSLATION)
+    return task, import_file(task.file("task.py"), "test_flux_ag_allspark_glue")
+
+
+def test_allspark_reference_dequantizes_uint8b128_per_channel() -> None:
+    _, glue = _allspark_glue()
+    m, n, k = 3, 5, 7
+    a, q, scales, c = glue.get_inputs({"m": m, "n": n, "k": k}, torch.Generator().manual_seed(1), "cpu")
+    assert (a.shape, q.shape, scales.shape, c.shape) == ((m, k), (k, n), (n,), (m, n))
+    assert q.dtype == torch.uint8 and a.dtype == scales.dtype == c.dtype == torch.float16
+    assert glue.OUTPUTS == (3,) and torch.isnan(c).all()
+    ref = glue.reference((a, q, scales, c))
+    for i in range(m):
+        for j in range(n):
+            want = sum(a[i, p].item() * (q[p, j].item() - 128) * scales[j].item() for p in range(k))
+            assert abs(ref[i, j].item() - want) <= 1e-3 * (1 + abs(want))
+
+
+def _allspark_kernel(inputs: tuple[torch.Tensor, ...], wrong: str = "") -> torch.Tensor:
+    """AllSpark's arithmetic: (q - 128) * s rounded to fp16, fp32 products summed over two
+    split-K halves rounded to fp16 (its non-fused reduction), fp16 output."""
+    a, q, scales, _ = inputs
+    bias = 0 if wrong == "no_bias" else 128
+    s = torch.ones_like(scales) if wrong == "no_scale" else scales
+    weight = ((q.float() - bias).half() * s[None, :]).float()
+    half = a.shape[1] // 2
+    parts = [(a[:, :half].float() @ weight[:half]).half(), (a[:, half:].float() @ weight[half:]).half()]
+    return (parts[0].float() + parts[1].float()).half()
+
+
+def test_allspark_tolerance_admits_fp16_rounding_and_rejects_wrong_dequant() -> None:
+    task, glue = _allspark_glue()
+    tolerance = task.manifest["tolerance"]
+    for shape in ({"m": 1, "n": 256, "k": 4096}, {"m": 64, "n": 512, "k": 1024}):
+        inputs = glue.get_inputs(shape, torch.Generator().manual_seed(shape["m"]), "cpu")
+        ref = glue.reference(inputs)
+        result = compare_outputs(_allspark_kernel(inputs), ref, tolerance)
+        assert result.passed and result.rel_norm_err < 0.25 * tolerance["rel_norm_max"], result.message
+        for wrong in ("no_bias", "no_scale"):
+            assert not compare_outputs(_allspark_kernel(inputs, wrong), ref, tolerance).passed, wrong
+
+
+def test_allspark_prompt_shows_allspark_and_never_machete(cache_dir: Path) -> None:
+    task = find_task(ALLSPARK, TRANSLATION)
+    roots = sources.prepare(task.manifest, cache_dir)
+    text = build_prompt(task, roots)
+    for name in ("allspark_qgemm_w8a16_perc_ampere", "rearrange_kn_weight_as_n32k16_order", "cvt_8bx4_to_16bx4_bias128",
+                 "popcorn_w8a16_gemm"):
+        assert name in text, name
+    assert "machete" not in text.lower()
+    assert '"m": 64' in text
+
+
+# The real task folder through the multi-GPU judge on a CPU (ranks as processes, peer buffers
+# in shared memory), with a host stand-in that honours entry.h: each rank puts its rows into
+# its own slot of its gather buffer, waits for every peer, copies the peers' slots, multiplies
+# in fp32 and rounds to bf16, then waits again before a later call may refill its slot.
+AG_STANDIN = r"""
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+static float bf16_to_float(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t float_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  /* round to nearest even */
+}
+static void wait_all(void* const* sig, int ws, int slot, uint32_t gen) {
+  for (int j = 0; j < ws; j++) {
+    uint32_t* f = (uint32_t*)sig[j];
+    while (__atomic_load_n(&f[slot], __ATOMIC_ACQUIRE) < gen) sched_yield();
+  }
+}
+int popcorn_ag_gemm(int rank, int ws, int m, int n, int k, const void* A, const void* W, void* const* bufs,
+                    void* const* sig, void* out, void* stream) {
+  uint32_t* me = (uint32_t*)sig[rank];
+  uint32_t gen = ++me[1000];
+  size_t rows = (size_t)(m / ws), chunk = rows * (size_t)k * 2;
+  memcpy((char*)bufs[rank] + (size_t)rank * chunk, A, chunk);
+  __atomic_store_n(&me[0], gen, __ATOMIC_RELEASE);
+  wait_all(sig, ws, 0, gen);
+  for (int q = 0; q < ws; q++) {
+    int src = (q + SLOT_SHIFT) % ws;  /* SLOT_SHIFT 0: rank q's rows land in slot q */
+    if (src != rank) memcpy((char*)bufs[rank] + (size_t)q * chunk, (const char*)bufs[src] + (size_t)src * chunk, chunk);
+  }
+  const uint16_t* g = (const uint16_t*)bufs[rank];
+  const uint16_t* w = (const uint16_t*)W;
+  uint16_t* o = (uint16_t*)out;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float acc = 0.f;
+      for (int p = 0; p < k; p++) acc += bf16_to_float(g[(size_t)i * k + p]) * bf16_to_float(w[(size_t)j * k + p]);
+      o[(size_t)i * n + j] = float_to_bf16(acc);
+    }
+  __atomic_store_n(&me[1], gen, __ATOMIC_RELEASE);
+  wait_all(sig, ws, 1, gen);
+  return 0;
+}
+"""
+
+
+def _ag_standin(tmp_path: Path, name: str, slot_shift: int) -> str:
+    src, lib = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
+    src.write_text(f"#define SLOT_SHIFT {slot_shift}\n" + AG_STANDIN)
+    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    return str(lib)
+
+
+def _ag_judge(tmp_path: Path, candidate: str, reference: str, world_size: int) -> dict:
+    from orchestrator.translation.scoring import run_judge
+    task = find_task(TASK_ID, TRANSLATION)
+    job = {"task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"], "world_size": world_size,
+           "devices": ["cpu"] * world_size, "mode": "check", "seed": 7,
+           "libraries": {"candidate": candidate, "h100": reference, "a100": reference},
+           "trials": 1, "stress": 0, "timing": {}, "trial_timeout_s": 60, "log_dir": str(tmp_path / "logs")}
+    return run_judge(job, timeout_s=600, module="orchestrator.translation.multijudge")
+
+
+@pytest.mark.slow
+def test_the_task_folder_runs_through_the_multi_judge_on_a_cpu(tmp_path: Path) -> None:
+    """About 85 s on a loaded 2-core machine: rank processes importing torch, host GEMMs."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    reference = _ag_standin(tmp_path, "reference", 0)
+    result = _ag_judge(tmp_path, reference, reference, world_size=3)
+    assert result["failure_class"] is None, result["failure_detail"]
+    trials = result["stages"]["correctness"]["trials"]
+    assert sorted(t["shape"]["rank"] for t in trials) == [0, 1, 2] and all(t["passed"] for t in trials)
+    shifted = _ag_judge(tmp_path, _ag_standin(tmp_path, "shifted", 1), reference, world_size=2)
+    assert shifted["failure_class"] == "incorrect", shifted["failure_detail"]
