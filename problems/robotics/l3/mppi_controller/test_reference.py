@@ -35,8 +35,8 @@ def python_mppi(x0, goal, obs_c, obs_r, U0, eps, sigma, lam, w_g, w_c, w_v, v_re
                     n0, n1 = noise[k][t]
                     ctrl += U[t][0] * n0 / sig[0] ** 2 + U[t][1] * n1 / sig[1] ** 2
                     s = _step(s, U[t][0] + n0, U[t][1] + n1)
-                    hits = sum(1 for (cx, cy), r in obstacles if math.hypot(s[0] - cx, s[1] - cy) < r)
-                    cost += w_g * ((s[0] - gx) ** 2 + (s[1] - gy) ** 2) + w_c * hits + w_v * (s[3] - v_ref) ** 2
+                    depth = sum(max(0.0, 1.0 - math.hypot(s[0] - cx, s[1] - cy) ** 2 / r ** 2) for (cx, cy), r in obstacles)
+                    cost += w_g * ((s[0] - gx) ** 2 + (s[1] - gy) ** 2) + w_c * depth + w_v * (s[3] - v_ref) ** 2
                 cost += 10 * w_g * ((s[0] - gx) ** 2 + (s[1] - gy) ** 2)
                 S.append(cost + lam * ctrl)
             lo = min(S)
@@ -66,6 +66,20 @@ def test_controller_makes_progress_and_hits_obstacles():
     assert bool((end < start).all()), "the optimised rollout should approach the goal"
     spread = S.amax(1) - S.amin(1)
     assert bool((spread > 10).all()), "costs should differ across samples (collisions are counted)"
+
+
+def test_obstacle_cost_is_continuous_at_the_boundary():
+    """Issue 5: an obstacle indicator moved S_k by w_coll = 10 (a softmin weight by e^10) when a
+    position lay within rounding of a boundary, and GPU and CPU disagreed on U by 4 %. The
+    penetration depth is 1 at a centre, 0 outside, and changes by ~2e-6 across the boundary."""
+    penetration = case.problem.module.penetration
+    centre, radius = torch.tensor([[[3.0, -1.0]]], dtype=torch.float64), torch.tensor([[1.5]], dtype=torch.float64)
+    for angle in (0.3, 2.0, 4.0):
+        direction = torch.tensor([math.cos(angle), math.sin(angle)], dtype=torch.float64)
+        points = torch.stack([centre[0, 0] + direction * 1.5 * (1 + side * 1e-6) for side in (-1, 1)])[None]
+        inside, outside = penetration(points, centre, radius)[0].tolist()
+        assert outside == 0.0 and 0.0 < inside < 1e-5
+    assert float(penetration(centre, centre, radius)) == 1.0
 
 
 def test_degeneracy():

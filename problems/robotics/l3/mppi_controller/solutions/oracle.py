@@ -1,8 +1,8 @@
 """Oracle for robotics/l3/mppi_controller: three Triton kernels, no [E,K,H,4] trajectories.
 
 Per iteration: (1) one lane per sample rolls the bicycle out over the whole horizon with the
-state in registers, checking obstacles and accumulating the path cost and the control term
-on the fly, and writes only S [E,K]; (2) one program per environment computes the softmin
+state in registers, accumulating the path cost (obstacle penetration included) and the control
+term on the fly, and writes only S [E,K]; (2) one program per environment computes the softmin
 weights and the weighted noise sum and updates U in place. Finally (3) rolls out U.
 """
 import torch
@@ -45,12 +45,13 @@ def _rollout_cost(x0, goal, obs_c, obs_r, U, eps, sigma, par, S_out, K, H, O,
         steer = tl.minimum(tl.maximum(u0 + n0, -SMAX), SMAX)
         accel = tl.minimum(tl.maximum(u1 + n1, -AMAX), AMAX)
         x, y, th, v = _bicycle(x, y, th, v, steer, accel, DT_C, L_C)
-        hits = zero
+        depth = zero
         for o in range(O):
             dx = x - tl.load(obs_c + (e * O + o) * 2)
             dy = y - tl.load(obs_c + (e * O + o) * 2 + 1)
-            hits += tl.where(tl.sqrt(dx * dx + dy * dy) < tl.load(obs_r + e * O + o), 1.0, 0.0)
-        cost += wg * ((x - gx) * (x - gx) + (y - gy) * (y - gy)) + wc * hits + wv * (v - vref) * (v - vref)
+            r = tl.load(obs_r + e * O + o)
+            depth += tl.maximum(1.0 - (dx * dx + dy * dy) / (r * r), 0.0)
+        cost += wg * ((x - gx) * (x - gx) + (y - gy) * (y - gy)) + wc * depth + wv * (v - vref) * (v - vref)
     cost += 10.0 * wg * ((x - gx) * (x - gx) + (y - gy) * (y - gy))
     tl.store(S_out + e * K + k, cost + lam * ctrl, mask=km)
 
