@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 os.environ.pop("TRITON_INTERPRET", None)  # compile for real, not interpret
 
@@ -52,6 +53,21 @@ def compile_instead_of_run(self: JITFunction, *args, grid, warmup, **kwargs):
     return None
 
 
+def pretend_to_be_an_h100() -> None:
+    """The oracle takes its GPU path, asks for the GPU's properties and reads outputs its kernels
+    never wrote: zeros (valid indices) rather than torch.empty's garbage."""
+    JITFunction.run = compile_instead_of_run
+    torch.Tensor.is_cuda = property(lambda self: True)
+    props = SimpleNamespace(name="NVIDIA H100 (dry launch)", multi_processor_count=132, major=9, minor=0,
+                            total_memory=80 << 30, L2_cache_size=50 << 20, warp_size=32,
+                            shared_memory_per_block_optin=SHARED_LIMIT, max_threads_per_multi_processor=2048)
+    torch.cuda.get_device_properties = lambda *a, **k: props
+    torch.cuda.synchronize = lambda *a, **k: None
+    empty, empty_like = torch.empty, torch.empty_like
+    torch.empty = lambda *a, **k: empty(*a, **k).zero_()
+    torch.empty_like = lambda *a, **k: empty_like(*a, **k).zero_()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("problem", help="problem id, e.g. graph/l1/csr_spmv")
@@ -68,8 +84,7 @@ def main() -> int:
     spec = importlib.util.spec_from_file_location("oracle_under_test", folder / "solutions" / "oracle.py")
     oracle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(oracle)
-    JITFunction.run = compile_instead_of_run
-    torch.Tensor.is_cuda = property(lambda self: True)  # take the oracle's GPU path
+    pretend_to_be_an_h100()
     inputs = problem.inputs(shape, 0, "cpu")
     model = oracle.ModelNew(**problem.init_inputs(shape))
     with torch.no_grad():
