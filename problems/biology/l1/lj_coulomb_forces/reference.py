@@ -65,9 +65,12 @@ def tolerance_scale(inputs, output):
     neighbours), the same for all three components; a cutoff far beyond the list makes these the
     plain (unshifted) pair forces. The energy is compared to |E| itself (None)."""
     pos, box, charge, atype, lj, pairs = inputs
-    i, j, f_j, _ = _pair_terms(pos.double(), box.double(), charge.double(), atype, lj.double(), pairs, 1.0e9)
-    mag = f_j.norm(dim=-1)
-    per_atom = torch.zeros(pos.shape[0], dtype=torch.float64, device=pos.device).index_add_(0, j, mag).index_add_(0, i, mag)
+    per_atom = torch.zeros(pos.shape[0], dtype=torch.float64, device=pos.device)
+    for p0 in range(0, pairs.shape[0], PAIR_CHUNK):   # float64 pair temporaries stay ~0.1 GiB
+        i, j, f_j, _ = _pair_terms(pos.double(), box.double(), charge.double(), atype, lj.double(),
+                                   pairs[p0:p0 + PAIR_CHUNK], 1.0e9)
+        mag = f_j.norm(dim=-1)
+        per_atom.index_add_(0, j, mag).index_add_(0, i, mag)
     return per_atom[:, None].expand(-1, 3), None
 
 
@@ -94,12 +97,18 @@ def get_inputs(shape, generator, device):
 
 def _half_pair_list(grid, pos, box, side, reach):
     """All pairs i < j within `reach` (minimum image), found through lattice offsets: a site only
-    moves by JITTER, so partners lie within ceil((reach + 2 sqrt(3) JITTER) / SPACING) sites."""
+    moves by JITTER, so partners lie within ceil((reach + 2 sqrt(3) JITTER) / SPACING) sites.
+    2 radius + 1 <= side: distinct offsets reach distinct sites, so each unordered pair comes
+    from exactly one offset of the half space (first non-zero component positive); offsets whose
+    sites are too far apart even with the largest jitter are skipped."""
     n = pos.shape[0]
     radius = math.ceil((reach + 2 * math.sqrt(3) * JITTER) / SPACING)
     assert 2 * radius + 1 <= side, "box too small for the cutoff"
     rng = torch.arange(-radius, radius + 1)
     offsets = torch.stack(torch.meshgrid(rng, rng, rng, indexing="ij"), -1).reshape(-1, 3)
+    first_nonzero = offsets.gather(1, (offsets != 0).long().argmax(1, keepdim=True))[:, 0]
+    reachable = offsets.double().norm(dim=1) * SPACING - 2 * math.sqrt(3) * JITTER < reach
+    offsets = offsets[(first_nonzero > 0) & reachable]
     index_of = torch.full((side ** 3,), -1, dtype=torch.int64)
     index_of[grid[:, 0] * side * side + grid[:, 1] * side + grid[:, 2]] = torch.arange(n)
     chunks = []
@@ -107,11 +116,14 @@ def _half_pair_list(grid, pos, box, side, reach):
         nb = (grid + off) % side
         j = index_of[nb[:, 0] * side * side + nb[:, 1] * side + nb[:, 2]]
         i = torch.arange(n)
-        keep = j > i                                            # each unordered pair once
-        i, j = i[keep], j[keep]
+        present = j >= 0                                        # the last lattice layer is partial
+        i, j = i[present], j[present]
         r = pos[j] - pos[i]
         r = r - box * torch.round(r / box)
         close = r.norm(dim=-1) < reach
-        chunks.append(torch.stack([i[close], j[close]], 1))
-    pairs = torch.unique(torch.cat(chunks), dim=0)                # sorted by (i, j), duplicates removed
-    return pairs.int()
+        i, j = i[close], j[close]
+        chunks.append(torch.stack([torch.minimum(i, j), torch.maximum(i, j)], 1).int())
+    pairs = torch.cat(chunks)
+    del chunks
+    key = pairs[:, 0].long() * n + pairs[:, 1]                  # sort by (i, j): one int64 key
+    return pairs[torch.argsort(key)]

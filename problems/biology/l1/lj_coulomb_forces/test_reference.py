@@ -1,7 +1,12 @@
 """Cross-checks for biology/l1/lj_coulomb_forces: NumPy float64 brute force over all pairs."""
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import torch
 
+from orchestrator.config import REPO_ROOT
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
@@ -92,6 +97,22 @@ def test_forces_are_minus_the_energy_gradient():
         minus[atom, axis] -= h
         numeric = -(float(model(plus, *inputs[1:])[1]) - float(model(minus, *inputs[1:])[1])) / (2 * h)
         assert abs(numeric - float(forces[atom, axis])) < 1e-4 * (1 + abs(numeric)), (atom, axis, numeric)
+
+
+def test_pair_list_host_memory():
+    """unique(dim=0) over the pair list took ~330 bytes per pair (1.0 GiB for 3.3e6 pairs at
+    20000 atoms; ~50 GiB at the maximum shape, over the 32 GiB sandbox limit); now ~60."""
+    script = textwrap.dedent(f"""
+        import resource
+        from orchestrator.testing import ProblemCase
+        case = ProblemCase.load({__file__!r})
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        pairs = case.problem.inputs({{"n_atoms": 20000, "cutoff": 1.2, "n_types": 8}}, 0, "cpu")[-1]
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024 / pairs.shape[0])
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert float(run.stdout) < 120, f"{float(run.stdout):.0f} bytes of peak host memory per pair"
 
 
 def test_degeneracy():
