@@ -107,7 +107,7 @@ def _reduce_solve(part, A_out, g_out, cost_out, x_out, work, B, n_chunks, BLOCK_
     for ii in tl.static_range(6):
         i = 5 - ii
         acc = tl.load(work + b * 64 + 21 + i, mask=bm, other=0.0)
-        for p in tl.static_range(i + 1, 6):
+        for p in tl.static_range(6 - ii, 6):  # i + 1; a local assigned from a constexpr is not one
             acc -= tl.load(M + p * 6 + i, mask=bm, other=0.0) * tl.load(work + b * 64 + 21 + p, mask=bm, other=0.0)
         xi = acc / tl.load(M + i * 7, mask=bm, other=1.0)
         tl.store(work + b * 64 + 21 + i, xi, mask=bm)

@@ -109,7 +109,7 @@ def _solve(part, work, x_out, stats, B, n_blocks, BLOCK_B: tl.constexpr):
     for ii in tl.static_range(6):
         i = 5 - ii
         acc = tl.load(y + i, mask=bm, other=0.0)
-        for p in tl.static_range(i + 1, 6):
+        for p in tl.static_range(6 - ii, 6):  # i + 1; a local assigned from a constexpr is not one
             acc -= tl.load(L + p * 6 + i, mask=bm, other=0.0) * tl.load(y + p, mask=bm, other=0.0)
         xi = acc / tl.load(L + i * 7, mask=bm, other=1.0)
         tl.store(y + i, xi, mask=bm)
