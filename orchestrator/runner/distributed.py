@@ -285,15 +285,13 @@ class DistributedJudge(Judge):
         self.timing(cand)
 
     def _build(self, cand: Any, shape: Shape) -> None:
-        if self.stages.get("stress", {}).get("status") == "failed":  # "failed" until the stage ends
-            progress(f"stress shape {len(self.stages['stress']['trials']) + 1}: {shape}")
+        progress(f"build at {shape}")
         cand.call_all({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},
                       self.trial_timeout)
 
     def _trial(self, cand: Any, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
-        if kind != "stress":
-            progress(f"correctness trial {len(record or []) + 1} ({kind})")
+        progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
         inputs = self.rank_inputs(shape, seed)
         with gpu_lock(self.job.get("gpu_lock"), shared=True):  # no other evaluation times these GPUs meanwhile
             refs = self.reference_outputs(shape, inputs)
