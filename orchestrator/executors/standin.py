@@ -4,8 +4,8 @@ It has an episode's shape without a model or a GPU: an "agent" phase that holds 
 GPU (sleep), then a "scoring" phase under the lease's exclusive hold (sleep), then a
 transcript and an artifact written into the run directory and a record whose verdict
 is a pure function of the episode id (so results can be compared across executors).
-With `pid_dir`, each run writes `<pid_dir>/<episode_id>.pid` first, so a test can
-kill the worker process running it.
+With `pid_dir`, each run writes `<pid_dir>/<episode_id>.pid` first ("PID NODE_ID"), so a
+test can kill the worker process running it, or the Ray node.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ class StandInWork:
     def __call__(self, item: Item, lease: Lease, run_dir: RunDir) -> dict[str, Any]:
         if self.pid_dir:
             Path(self.pid_dir).mkdir(parents=True, exist_ok=True)
-            (Path(self.pid_dir) / f"{item['episode_id']}.pid").write_text(str(os.getpid()))
+            (Path(self.pid_dir) / f"{item['episode_id']}.pid").write_text(f"{os.getpid()} {_ray_node_id()}")
         start, started_at = time.monotonic(), now_iso()
         failure = self.raise_on.get(item["episode_id"])
         if failure == "config":
@@ -99,3 +100,9 @@ def comparable(record: dict[str, Any]) -> str:
     return json.dumps({"episode_id": record["episode_id"], "status": record["status"],
                        "verdict": {k: verdict.get(k) for k in ("status", "failure_class")},
                        "artifact": (record.get("artifact") or {}).get("sha256")}, sort_keys=True)
+
+
+def _ray_node_id() -> str:
+    """The Ray node running this episode ("-" outside Ray), so a test can kill a busy node."""
+    ray = sys.modules.get("ray")
+    return ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else "-"

@@ -79,6 +79,12 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _node_running_an_episode(cluster, pid_dir: Path, run_dir: RunDir, skip: str) -> list:
+    recorded = {r["episode_id"] for r in run_dir.load_records()}
+    running = {f.read_text().split()[-1] for f in pid_dir.glob("*.pid") if f.stem not in recorded | {skip}}
+    return [n for n in cluster.list_all_nodes() if n is not cluster.head_node and n.node_id in running][:1]
+
+
 def test_killing_a_worker_and_a_node_mid_run_loses_no_episode(ray_cluster, tmp_path):
     import ray
 
@@ -101,9 +107,12 @@ def test_killing_a_worker_and_a_node_mid_run_loses_no_episode(ray_cluster, tmp_p
         driver.start()
         _wait_for(lambda: len(list(pid_dir.glob("*.pid"))) >= 2, 60, "two episodes to start")
         victim = sorted(pid_dir.glob("*.pid"))[0]
-        os.kill(int(victim.read_text()), signal.SIGKILL)      # a worker process of our cluster dies
+        os.kill(int(victim.read_text().split()[0]), signal.SIGKILL)      # a worker process of our cluster dies
         _wait_for(lambda: len(run_dir.load_records()) >= 2, 60, "two episodes to finish")
-        ray_cluster.remove_node(ray_cluster.list_all_nodes()[-1], allow_graceful=False)   # a node dies
+        busy: list = []   # a node with an episode in flight, so its death is felt
+        _wait_for(lambda: busy.extend(_node_running_an_episode(ray_cluster, pid_dir, run_dir, victim.stem)) or busy,
+                  60, "an episode running on a worker node")
+        ray_cluster.remove_node(busy[0], allow_graceful=False)   # a node dies
         driver.join(240)
         assert not driver.is_alive(), "the run did not finish"
         assert not errors, errors
