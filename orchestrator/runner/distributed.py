@@ -132,10 +132,13 @@ def bring_up_loopback() -> None:
             fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
+PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
+
+
 def progress(what: str) -> None:
     """One timestamped line on the judge's stderr per stage start, so a timeout says where it
     was (stdout carries only the verdict)."""
-    sys.stderr.write(f"[popcorn {dt.datetime.now():%H:%M:%S}] {what}\n")
+    sys.stderr.write(f"{PROGRESS_PREFIX}{dt.datetime.now():%H:%M:%S}] {what}\n")
     sys.stderr.flush()
 
 

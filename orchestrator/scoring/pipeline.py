@@ -109,12 +109,14 @@ def _base_record(entry: Entry, solution: Path, source: bytes, device: str, mode:
 
 def _last_stage(stderr: str) -> str:
     """Where a judge that timed out was: its last progress line (collectives judges print them)."""
-    stages = [ln for ln in (stderr or "").splitlines() if ln.startswith("[popcorn ")]
-    return f" (last stage started: {stages[-1][len('[popcorn '):]})" if stages else ""
+    from orchestrator.runner.distributed import PROGRESS_PREFIX
+
+    stages = [ln for ln in (stderr or "").splitlines() if ln.startswith(PROGRESS_PREFIX)]
+    return f" (last stage started: {stages[-1][len(PROGRESS_PREFIX):]})" if stages else ""
 
 
 def _judge_timeout(entry: Entry, settings: Any, device: str) -> float:
-    if getattr(settings, "judge_timeout_s", None):
+    if settings.judge_timeout_s:
         return float(settings.judge_timeout_s)
     total = float(entry.manifest.get("time_limits", {}).get("total_s", 900))
     if settings.trial_timeout_s:
