@@ -163,11 +163,21 @@ class Judge:
             inputs = self.problem.inputs(self.disclosed, self._seed(), "cpu")
             cand.call({"op": "forward", "key": shape_key(self.disclosed), "inputs": inputs}, self.trial_timeout)
             return
-        self.correctness(cand)
+        self._timed("correctness", self.correctness, cand)
         if self.mode == "check":
             return
-        self.stress(cand)
-        self.timing(cand)
+        self._timed("stress", self.stress, cand)
+        self._timed("timing", self.timing, cand)
+
+    def _timed(self, name: str, stage: Any, cand: Candidate) -> None:
+        # The whole stage's wall time (input generation, reference, transfer, checks), so a
+        # slow evaluation says which stage it spent its time in.
+        t0 = time.perf_counter()
+        try:
+            stage(cand)
+        finally:
+            if name in self.stages:
+                self.stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
 
     def _build(self, cand: Candidate, shape: Shape) -> None:
         cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},

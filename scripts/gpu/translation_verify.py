@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--track", choices=["translation-single", "translation-multi"], default="translation-single")
     parser.add_argument("--gpus", help="multi-GPU tasks: comma-separated GPU indices, one rank each (default 0,1)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build every side into the cache and stop (a later call on the warm machine scores)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     multi = args.track == "translation-multi"
@@ -89,6 +91,11 @@ def main() -> int:
             entry["builds_error"] = traceback.format_exc()[-3000:]
     report["build_wall_s"] = round(time.time() - t0, 1)
     print(f"[{report['build_wall_s']:6.0f} s] builds done:", json.dumps({k: v.get("builds") for k, v in report["tasks"].items()}), flush=True)
+    if args.build_only:
+        stem = "translation_builds" if not multi else "translation_builds_multi"
+        (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
+        return 0 if all(all(b["ok"] for b in e.get("builds", {"x": {"ok": False}}).values())
+                        for e in report["tasks"].values()) else 1
     for task in tasks:
         entry = report["tasks"][task.id]
         if "builds_error" in entry:

@@ -84,7 +84,9 @@ def report_oracle(e, r: dict, wall: float, ceiling: float) -> None:
            "detail": r["failure_detail"][-1500:], "speedup": r["speedup"], "ci95": t.get("speedup_ci95"),
            "oracle_ms": t.get("candidate", {}).get("median_ms"), "reference_ms": t.get("reference", {}).get("median_ms"),
            "oracle_cv": t.get("candidate", {}).get("cv"), "stress_n": r["stages"].get("stress", {}).get("n"),
-           "wall_s": round(wall, 1), "counters": r["stages"].get("counters"), "flags": r["flags"]}
+           "wall_s": round(wall, 1), "counters": r["stages"].get("counters"), "flags": r["flags"],
+           "stage_s": {k: round(v.get("stage_wall_s", v.get("wall_s", 0)), 1)
+                       for k, v in r["stages"].items() if isinstance(v, dict) and ("stage_wall_s" in v or "wall_s" in v)}}
     if row["oracle_ms"]:
         nbytes = formula(e.manifest["bytes"], default_shape(e.manifest["shapes"], "cuda"))
         row["dram_gbs"] = nbytes / row["oracle_ms"] / 1e6
