@@ -10,8 +10,8 @@
 // lse: [batch, heads, seqlen] fp32, contiguous: the natural-log log-sum-exp of the scaled scores
 //   of each query row, as the forward returns it (FlashAttention's softmax_lse).
 // head_dim is 64 or 128; seqlen is a multiple of 8, and of 64 when causal = 1, otherwise arbitrary
-//   (not a multiple of the 128-key tiles). Q, K, V, O, dO and lse are only read; dQ, dK, dV hold
-//   garbage on entry and must be written whole.
+//   (not a multiple of any tile). Q, K, V, O, dO and lse are only read; dQ, dK, dV hold garbage on
+//   entry and must be written whole.
 // No workspace is passed: an implementation keeps whatever device scratch it needs (fp32 dQ
 //   accumulators, rowsum(dO * O)) allocated across calls, as both harness adapters do; the first
 //   call of a shape may allocate, later calls of the same or smaller shapes must not.
