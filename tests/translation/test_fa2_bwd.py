@@ -134,3 +134,81 @@ def test_both_sides_compile(cache_dir: Path) -> None:
     for side in ("a100", "h100"):
         result = builds.build(task, side, roots, cache_dir)  # raises BuildError with the log on failure
         assert result.ok and result.library is not None and result.library.is_file(), side
+
+
+# A host stand-in of the entry point, the way both kernels compute it: P from the lse input,
+# rowsum(dO * O) from the O input, dQ/dK/dV written as fp16. The judge runs it through the task's
+# own glue (ctypes argtypes, launch, OUTPUTS, the reference, the tolerance) on a CPU.
+STAND_IN = r"""
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+typedef _Float16 half;
+int popcorn_fa_bwd(int b, int s, int h, int d, const half* Q, const half* K, const half* V, const half* O,
+                   const half* dO, const float* lse, half* dQ, half* dK, half* dV, int causal, void* stream) {
+  const double scale = 1.0 / sqrt((double)d);
+  double* acc = calloc((size_t)3 * s * d, sizeof(double));  /* dQ, dK, dV of one (batch, head) */
+  for (int bi = 0; bi < b; ++bi)
+    for (int hi = 0; hi < h; ++hi) {
+      #define AT(t, i, c) ((double)t[(((size_t)bi * s + (i)) * h + hi) * d + (c)])
+      double *gq = acc, *gk = acc + (size_t)s * d, *gv = acc + (size_t)2 * s * d;
+      for (size_t x = 0; x < (size_t)3 * s * d; ++x) acc[x] = 0.0;
+      for (int i = 0; i < s; ++i) {
+        double rowsum = 0.0;
+        for (int c = 0; c < d; ++c) rowsum += AT(dO, i, c) * AT(O, i, c);
+        for (int j = 0; j < (causal ? i + 1 : s); ++j) {
+          double qk = 0.0, dp = 0.0;
+          for (int c = 0; c < d; ++c) { qk += AT(Q, i, c) * AT(K, j, c); dp += AT(dO, i, c) * AT(V, j, c); }
+          const double p = exp(qk * scale - lse[((size_t)bi * h + hi) * s + i]);
+          const double ds = p * (dp - rowsum) * scale;
+          for (int c = 0; c < d; ++c) {
+            gq[(size_t)i * d + c] += ds * AT(K, j, c);
+            gk[(size_t)j * d + c] += ds * AT(Q, i, c);
+            gv[(size_t)j * d + c] += p * AT(dO, i, c);
+          }
+        }
+      }
+      for (int i = 0; i < s; ++i)
+        for (int c = 0; c < d; ++c) {
+          const size_t at = (((size_t)bi * s + i) * h + hi) * d + c;
+          dQ[at] = (half)gq[(size_t)i * d + c]; dK[at] = (half)gk[(size_t)i * d + c]; dV[at] = (half)gv[(size_t)i * d + c];
+        }
+    }
+  free(acc);
+  return 0;
+}
+"""
+
+
+def _stand_in(tmp_path: Path, name: str, code: str) -> str:
+    import subprocess
+
+    src, lib = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
+    src.write_text(code)
+    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib), "-lm"], check=True)
+    return str(lib)
+
+
+@pytest.mark.parametrize("variant", ["correct", "dk_dv_swapped", "lse_ignored"])
+def test_judge_passes_a_kernel_that_follows_entry_h_and_fails_others(tmp_path: Path, variant: str) -> None:
+    from orchestrator.translation.scoring import run_judge
+
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no host C compiler")
+    task, _ = _glue()
+    code = {"correct": STAND_IN,
+            "dk_dv_swapped": STAND_IN.replace("dK[at] = (half)gk", "dK[at] = (half)gv").replace(
+                "dV[at] = (half)gv", "dV[at] = (half)gk"),
+            "lse_ignored": STAND_IN.replace("- lse[((size_t)bi * h + hi) * s + i]", "")}[variant]
+    reference = _stand_in(tmp_path, "reference", STAND_IN)
+    job = {"task_dir": str(task.path), "symbol": "popcorn_fa_bwd", "device": "cpu", "mode": "full", "seed": 3,
+           "libraries": {"candidate": _stand_in(tmp_path, "candidate", code), "h100": reference, "a100": reference},
+           "trials": 2, "stress": 3, "timing": {"iters": 2, "warmup": 1, "input_sets": 1}, "trial_timeout_s": 120}
+    verdict = run_judge(job, timeout_s=600)
+    if variant == "correct":
+        assert verdict["failure_class"] is None, verdict.get("failure_detail")
+        trials = verdict["stages"]["correctness"]["trials"] + verdict["stages"]["stress"]["trials"]
+        assert len(trials) == 5 and all(t["passed"] for t in trials)
+        assert max(t["rel_norm_err"] for t in trials) < 1e-3  # fp16 output rounding only: far inside the bound
+    else:
+        assert verdict["failure_class"] == "incorrect", verdict.get("failure_detail")
