@@ -4,6 +4,8 @@ Markdown table of docs/verification.md printed to stdout.
 
     python3 scripts/gpu/record_results.py RESULTS.jsonl... [--write-manifests]
 
+A row measured at another default shape than the manifest's current one is not written (and is
+marked in the table); a row that does not say its shape only refreshes a non-null value.
 Oracle rows (verify_core.py oracles) give the reference's median under the harness's
 timing rules; reference rows (verify_core.py references) cover problems without an
 oracle. The last row of a problem wins (later calls supersede earlier ones), except that
@@ -46,10 +48,34 @@ def reference_ms(pid: str, oracles: dict[str, dict], references: dict[str, dict]
     return float(ref["default"]["median_ms"]) if ref else None
 
 
-def write_manifest(pid: str, value: float) -> bool:
-    """Set reference_h200_ms in place, keeping the file's formatting."""
+def measured_shape(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> dict | None:
+    """The default shape a row was measured at (rows before 2026-11-30's fourth session lack it)."""
+    row = oracles.get(pid)
+    if row and row.get("reference_ms"):
+        return row.get("default_shape")
+    return (references.get(pid) or {}).get("default", {}).get("shape")
+
+
+def current_default(pid: str) -> dict:
+    sys.path.insert(0, str(REPO))
+    from orchestrator.runner.shapes import default_shape
+
+    return default_shape(json.loads((REPO / "problems" / pid / "manifest.json").read_text())["shapes"], "cuda")
+
+
+def is_current(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> bool | None:
+    """True/False when the row says its shape; None when it does not."""
+    shape = measured_shape(pid, oracles, references)
+    return None if shape is None else shape == current_default(pid)
+
+
+def write_manifest(pid: str, value: float, known_shape: bool) -> bool:
+    """Set reference_h200_ms in place, keeping the file's formatting. A row that does not say its
+    shape only refreshes a recorded value: a null means the default changed since (re-measure)."""
     path = REPO / "problems" / pid / "manifest.json"
     text = path.read_text()
+    if not known_shape and json.loads(text).get("reference_h200_ms") is None:
+        return False
     new, n = re.subn(r'"reference_h200_ms":\s*(null|[0-9.eE+-]+)', f'"reference_h200_ms": {value:.4g}', text)
     if n != 1:
         return False
@@ -68,13 +94,14 @@ def table(oracles: dict[str, dict], references: dict[str, dict]) -> str:
     for pid in sorted(set(oracles) | set(references)):
         o = oracles.get(pid)
         ref = reference_ms(pid, oracles, references)
+        old = " (older default)" if is_current(pid, oracles, references) is False else ""
         if o is None:
-            rows.append(f"| {pid} | {fmt(ref, '.4g')} | none | - | - | - | - |")
+            rows.append(f"| {pid} | {fmt(ref, '.4g')}{old} | none | - | - | - | - |")
             continue
         ci = o.get("ci95") or [None, None]
         status = "passed" if o["status"] == "passed" else f"failed: {o['failure']}"
         speed = f"{fmt(o.get('speedup'))} [{fmt(ci[0])}, {fmt(ci[1])}]" if o.get("speedup") else "-"
-        rows.append(f"| {pid} | {fmt(ref, '.4g')} | {status} | {o.get('stress_n') or '-'} | "
+        rows.append(f"| {pid} | {fmt(ref, '.4g')}{old} | {status} | {o.get('stress_n') or '-'} | "
                     f"{fmt(o.get('oracle_ms'), '.4g')} | {speed} | {fmt(o.get('dram_fraction'), '.3f')} |")
     return "\n".join(rows)
 
@@ -91,7 +118,9 @@ def main() -> int:
     oracles, references = load(args.results)
     if args.write_manifests:
         written = [pid for pid in sorted(set(oracles) | set(references))
-                   if (ms := reference_ms(pid, oracles, references)) and write_manifest(pid, ms)]
+                   if (ms := reference_ms(pid, oracles, references))
+                   and is_current(pid, oracles, references) is not False
+                   and write_manifest(pid, ms, is_current(pid, oracles, references) is True)]
         print(f"reference_h200_ms written into {len(written)} manifests", file=sys.stderr)
     print(table(oracles, references))
     return 0

@@ -87,8 +87,9 @@ def report_oracle(e, r: dict, wall: float, ceiling: float) -> None:
            "wall_s": round(wall, 1), "counters": r["stages"].get("counters"), "flags": r["flags"],
            "stage_s": {k: round(v.get("stage_wall_s", v.get("wall_s", 0)), 1)
                        for k, v in r["stages"].items() if isinstance(v, dict) and ("stage_wall_s" in v or "wall_s" in v)}}
+    row["default_shape"] = default_shape(e.manifest["shapes"], "cuda")  # record_results skips rows of an older default
     if row["oracle_ms"]:
-        nbytes = formula(e.manifest["bytes"], default_shape(e.manifest["shapes"], "cuda"))
+        nbytes = formula(e.manifest["bytes"], row["default_shape"])
         row["dram_gbs"] = nbytes / row["oracle_ms"] / 1e6
         row["dram_fraction"] = row["dram_gbs"] / ceiling
     append("results.jsonl", {"kind": "oracle", **row})
