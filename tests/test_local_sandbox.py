@@ -185,6 +185,32 @@ def test_multi_gpu_lock_holds_every_gpu_of_the_evaluation(tmp_path):
     assert events == ["pair timed", "gpu1 timed"]
 
 
+def test_a_long_wait_for_the_gpu_lock_is_reported_and_a_free_lock_is_not(tmp_path):
+    import threading
+
+    from orchestrator.runner.judge import gpu_lock
+
+    path = str(tmp_path / "gpu0.lock")
+    waits: list[float] = []
+    with gpu_lock(path, waited=waits.append):
+        pass
+    assert waits == []  # no wait, no report
+    release = threading.Event()
+
+    def holder():
+        with gpu_lock(path):
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    time.sleep(0.2)
+    threading.Timer(2.5, release.set).start()
+    with gpu_lock(path, shared=True, waited=waits.append):
+        pass
+    t.join(5)
+    assert len(waits) == 1 and 2.2 < waits[0] < 8
+
+
 def test_thread_pools_follow_the_sandbox_cpus():
     from orchestrator.sandbox.base import SandboxSpec, create
 

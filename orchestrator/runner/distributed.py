@@ -281,11 +281,11 @@ class DistributedJudge(Judge):
             cand.call_all([{"op": "forward", "key": shape_key(self.disclosed), "inputs": x} for x in inputs],
                           self.trial_timeout)
             return
-        self.correctness(cand)
+        self._timed("correctness", self.correctness, cand)
         if self.mode == "check":
             return
-        self.stress(cand)
-        self.timing(cand)
+        self._timed("stress", self.stress, cand)
+        self._timed("timing", self.timing, cand)
 
     def _build(self, cand: Any, shape: Shape) -> None:
         progress(f"build at {shape}")
@@ -296,7 +296,7 @@ class DistributedJudge(Judge):
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
         inputs = self.rank_inputs(shape, seed)
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):  # no other evaluation times these GPUs meanwhile
+        with gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited):  # no other evaluation times these GPUs meanwhile
             refs = self.reference_outputs(shape, inputs)
             t0 = time.perf_counter()
             replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "return_inputs": True,
@@ -320,6 +320,9 @@ class DistributedJudge(Judge):
         if bad:
             raise StageFailure(failure, f"{kind} trial at shape {shape}, world size {self.world_size}, "
                                         f"rank {bad[0]}: {results[bad[0]].message}")
+
+    def lock_waited(self, seconds: float) -> None:
+        progress(f"waited {seconds:.0f} s for the GPU lock")
 
     def _timing(self, cand: Any) -> None:
         shape, cpu = self.disclosed, self.device == "cpu"

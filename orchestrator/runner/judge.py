@@ -28,7 +28,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -236,8 +236,11 @@ class Judge:
     def timing(self, cand: Candidate) -> None:
         # Timing holds the GPU alone: other evaluations on it wait here (their
         # correctness and stress phases may overlap; timings never do).
-        with gpu_lock(self.job.get("gpu_lock")):
+        with gpu_lock(self.job.get("gpu_lock"), waited=self.lock_waited):
             self._timing(cand)
+
+    def lock_waited(self, seconds: float) -> None:
+        """A wait for the GPU lock (the collectives judge logs it as a progress line)."""
 
     def _timing(self, cand: Candidate) -> None:
         shape = self.disclosed
@@ -302,7 +305,7 @@ def profiler_lock() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def gpu_lock(path: str | None, shared: bool = False) -> Iterator[None]:
+def gpu_lock(path: str | None, shared: bool = False, waited: Callable[[float], None] | None = None) -> Iterator[None]:
     """A reader-writer lock on the GPUs of an evaluation, shared by every sandbox on the host.
 
     Timing takes it exclusively; correctness and stress trials take it shared, so no other
@@ -310,13 +313,17 @@ def gpu_lock(path: str | None, shared: bool = False) -> Iterator[None]:
     every reader and held by a waiting writer keeps a stream of readers from starving it.
     `path` names one lock file per GPU, comma-separated (a multi-GPU evaluation holds all
     of its GPUs); they are taken in sorted order, so two evaluations never deadlock.
+    `waited(seconds)` hears of a wait over two seconds (a judge's progress log says where its time went).
     """
     if not path:
         yield
         return
+    t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         for one in sorted(set(path.split(","))):
             stack.enter_context(_one_gpu_lock(one, shared))
+        if waited and time.perf_counter() - t0 > 2:
+            waited(time.perf_counter() - t0)
         yield
 
 

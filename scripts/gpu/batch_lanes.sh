@@ -30,6 +30,14 @@ LANE_S=${LANE_S:-540}; END=$(( $(date +%s) + LANE_S ))  # every lane ends by the
 REPEAT=biology/l1/smith_waterman_score
 AGENT_PROBLEMS=${AGENT_PROBLEMS:-graph/l1/csr_spmv,robotics/l1/forward_kinematics_dh}
 mkdir -p $L/ceilings
+# A warm machine keeps what an earlier call left running (a lane's timeout kills its script, and a
+# sandbox's processes live in their own session): record and stop them before anything is timed.
+leftovers() {
+    { date +%T; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+      pgrep -af 'popcorn-sbx|orchestrator|translation_verify|verify_core' | grep -v "^$$ " ; } >> $L/leftovers.txt 2>&1
+    pkill -9 -f 'popcorn-sbx|python3 -m orchestrator|verify_core.py|translation_verify.py' 2>/dev/null || true
+}
+leftovers
 if [ -f .lanes/ceilings.json ]; then cp .lanes/ceilings.json $L/ceilings/  # measured by an earlier call on this kind
 else OUT=$L/ceilings python3 scripts/gpu/verify_core.py ceilings >/dev/null 2>&1; fi
 
@@ -72,5 +80,6 @@ run_specs() {  # A+B: lanes A then B, one after the other (e.g. a quiet repeat b
 }
 for group in "$@"; do run_specs "$group" & done
 wait
+leftovers
 tar -C $L -czf $FINAL_OUT/lanes.tar.gz --exclude='*.so' --exclude='cache' --exclude='root-*' . 2>/dev/null
 ls -la $FINAL_OUT; du -sh $FINAL_OUT/lanes.tar.gz
