@@ -1,0 +1,70 @@
+"""scripts/gpu/record_results.py writes an H200 reference time only where it was measured at the
+manifest's current default shape (a shrunk default leaves null until measured again)."""
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROBLEM = "graph/l1/csr_spmv"
+
+
+@pytest.fixture()
+def recorder(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("record_results", REPO / "scripts/gpu/record_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shutil.copytree(REPO / "problems" / PROBLEM, tmp_path / "problems" / PROBLEM)
+    monkeypatch.setattr(module, "REPO", tmp_path)
+    monkeypatch.syspath_prepend(str(REPO))
+    return module, tmp_path / "problems" / PROBLEM / "manifest.json"
+
+
+def run(module, tmp_path, rows, monkeypatch):
+    results = tmp_path / "rows.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(sys, "argv", ["record_results.py", str(results), "--write-manifests"])
+    assert module.main() == 0
+
+
+def set_reference(manifest: Path, value) -> None:
+    data = manifest.read_text()
+    old = json.loads(data)["reference_h200_ms"]
+    manifest.write_text(data.replace(f'"reference_h200_ms": {json.dumps(old)}', f'"reference_h200_ms": {json.dumps(value)}'))
+
+
+def row(default_shape=None):
+    r = {"kind": "oracle", "problem": PROBLEM, "status": "passed", "failure": None, "speedup": 2.0,
+         "ci95": [1.9, 2.1], "reference_ms": 12.5, "oracle_ms": 6.25, "stress_n": 8}
+    if default_shape is not None:
+        r["default_shape"] = default_shape
+    return r
+
+
+def test_a_row_at_the_current_default_is_written(recorder, tmp_path, monkeypatch):
+    module, manifest = recorder
+    set_reference(manifest, None)
+    current = module.current_default(PROBLEM)
+    run(module, tmp_path, [row(current)], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] == 12.5
+
+
+def test_a_row_at_an_older_default_is_not_written(recorder, tmp_path, monkeypatch):
+    module, manifest = recorder
+    set_reference(manifest, None)
+    older = {**module.current_default(PROBLEM), "n_rows": 12345}
+    run(module, tmp_path, [row(older)], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] is None
+
+
+def test_a_row_without_its_shape_refreshes_a_value_but_never_fills_a_null(recorder, tmp_path, monkeypatch):
+    module, manifest = recorder
+    set_reference(manifest, None)
+    run(module, tmp_path, [row()], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] is None
+    set_reference(manifest, 3.0)
+    run(module, tmp_path, [row()], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] == 12.5
