@@ -14,7 +14,9 @@
 #          repeat[:ID]      repeatability (10 evaluations) and ncu agreement (REPEAT_NCU=0 skips it) on one oracle, GPU 1
 #                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
-#          executors        Popcorn2 oracle pass on one GPU, then on two (both GPUs)
+#          executors        Popcorn2 oracle pass on two GPUs, then on one (both GPUs)
+#          pass             issue 5's whole Popcorn2 pass on one GPU (PASS_GPU, default 0), resumed by
+#                           the next call on a warm machine until complete (scripts/gpu/popcorn2_pass.sh)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
 #          tbuild[:IDS]     translation builds only (all sides of single and multi tasks, niced), into
 #                           ./.cache, which a warm machine keeps for the next call's translation/multi lanes
@@ -60,6 +62,7 @@ lane() {  # lane NAME ARG
                 [ "${REPEAT_NCU:-1}" = 1 ] && OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
         collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $budget bash scripts/gpu/collectives_x2.sh 2 \
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
+        pass) OUT=$dir PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
         executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
         tbuild) export POPCORN_CACHE_DIR=$PWD/.cache; PINS=.carry/translation-pins
                 nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py --build-only --jobs 12 --pins-dir $PINS \

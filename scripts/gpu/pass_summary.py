@@ -1,0 +1,53 @@
+"""Summarize a (possibly resumed) pass: episodes, verdicts, the pass's wall time as the sum of its
+segments, and where the time went, stage by stage, summed over episodes.
+
+    python3 scripts/gpu/pass_summary.py RESULTS/RUN_ID SEGMENTS.txt [--track-size N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from tabulate import tabulate
+
+STAGES = ("static_analysis", "load", "correctness", "stress", "timing", "counters")
+
+
+def stage_seconds(verdict: dict) -> dict[str, float]:
+    out = {}
+    for name in STAGES:
+        st = (verdict or {}).get("stages", {}).get(name) or {}
+        seconds = st.get("stage_wall_s", st.get("wall_s"))
+        if isinstance(seconds, (int, float)):
+            out[name] = float(seconds)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("segments", type=Path, help="one wall time in seconds per line (one per call)")
+    parser.add_argument("--track-size", type=int, default=34, help="episodes a whole pass has (Popcorn2: 34)")
+    args = parser.parse_args()
+    episodes = [json.loads(line) for line in (args.run_dir / "episodes.jsonl").read_text().splitlines() if line.strip()] \
+        if (args.run_dir / "episodes.jsonl").is_file() else []
+    segments = [float(x) for x in args.segments.read_text().split()] if args.segments.is_file() else []
+    status = Counter((e.get("verdict") or {}).get("status", e.get("status")) for e in episodes)
+    totals: Counter = Counter()
+    for e in episodes:
+        totals.update(stage_seconds(e.get("verdict")))
+    episode_s = sum(float(e.get("wall_s") or 0) for e in episodes)
+    print(f"episodes {len(episodes)} of {args.track_size} ({dict(status)}); segments {len(segments)}: "
+          f"{' + '.join(f'{s:.0f}' for s in segments)} = {sum(segments):.0f} s wall"
+          + ("" if len(episodes) >= args.track_size else "  (pass not complete)"))
+    rows = [(name, f"{totals[name]:.0f}", f"{100 * totals[name] / episode_s:.1f} %" if episode_s else "-")
+            for name in STAGES if name in totals]
+    rows.append(("whole episodes", f"{episode_s:.0f}", "100 %"))
+    print(tabulate(rows, headers=["stage", "seconds, summed over episodes", "share of episode time"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

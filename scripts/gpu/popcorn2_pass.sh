@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 5's benchmark: a whole Popcorn2 pass with the oracle agent on ONE H200, and the time per
+# stage. Resumable across device calls on a warm machine (a call may last 10 minutes; the pass may
+# not): each call runs `run --resume` on the same run id under ./.lanes/pass (ignored by git, kept
+# by a warm machine) until PASS_S, and logs its wall time as one segment. The pass's wall time is the
+# sum of the segments; an episode cut at a segment's end is lost and run again in the next one, so
+# the sum errs high, never low.
+#
+#   OUT=/tmp/out [PASS_S=520] [MAX_PARALLEL=4] [GPU=0] [STRESS=8] bash scripts/gpu/popcorn2_pass.sh
+# Writes $OUT/popcorn2_pass.txt (pass_summary.py) and $OUT/pass.log.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu/env.sh
+PASS_S=${PASS_S:-520}
+export POPCORN_RESULTS_DIR="$PWD/.lanes/pass" POPCORN_SANDBOX=local POPCORN_DEVICE=cuda POPCORN_STRESS=${STRESS:-8}
+mkdir -p "$POPCORN_RESULTS_DIR"
+t0=$(date +%s.%N)
+timeout -s INT -k 60 "$PASS_S" python3 -m orchestrator run --track popcorn2 --harness st --model oracle \
+    --gpus "${GPU:-0}" --max-parallel "${MAX_PARALLEL:-4}" --run-id popcorn2-pass --seed 8 --resume --quiet \
+    >> "$OUT/pass.log" 2>&1
+echo "exit $?" >> "$OUT/pass.log"
+echo "$(date +%s.%N) $t0" | awk '{printf "%.1f\n", $1 - $2}' >> "$POPCORN_RESULTS_DIR/segments.txt"
+python3 scripts/gpu/pass_summary.py "$POPCORN_RESULTS_DIR/popcorn2-pass" "$POPCORN_RESULTS_DIR/segments.txt" \
+    | tee "$OUT/popcorn2_pass.txt"
