@@ -43,5 +43,10 @@ def get_inputs(shape, generator, device):
     scale_tril = torch.linalg.cholesky(cov)
     log_weights = torch.log_softmax(torch.randn(k, generator=generator, dtype=torch.float64), 0)
     comp = torch.multinomial(log_weights.exp(), n, replacement=True, generator=generator)
-    X = means[comp].double() + (scale_tril[comp] @ torch.randn(n, dim, 1, generator=generator, dtype=torch.float64))[:, :, 0]
-    return X.float().to(device), log_weights.float().to(device), means.to(device), scale_tril.float().to(device)
+    noise = torch.randn(n, dim, generator=generator, dtype=torch.float64)
+    # x_n = mu_c + L_c noise_n, one GEMM per component: gathering L per point ([n, dim, dim]
+    # float64) took 2 TiB of host memory at the largest shapes
+    X = torch.empty(n, dim)
+    for c, rows in enumerate(torch.argsort(comp, stable=True).split(torch.bincount(comp, minlength=k).tolist())):
+        X[rows] = (means[c].double() + noise[rows] @ scale_tril[c].T).float()
+    return X.to(device), log_weights.float().to(device), means.to(device), scale_tril.float().to(device)
