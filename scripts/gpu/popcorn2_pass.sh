@@ -12,11 +12,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 PASS_S=${PASS_S:-520}
-export POPCORN_RESULTS_DIR="$PWD/.lanes/pass" POPCORN_SANDBOX=local POPCORN_DEVICE=cuda POPCORN_STRESS=${STRESS:-8}
+export POPCORN_RESULTS_DIR="$PWD/.lanes/pass" POPCORN_SANDBOX=local POPCORN_DEVICE=${DEVICE:-cuda} POPCORN_STRESS=${STRESS:-8}
 mkdir -p "$POPCORN_RESULTS_DIR"
+resume=(); [ -d "$POPCORN_RESULTS_DIR/popcorn2-pass" ] && resume=(--resume)  # later calls continue the run
 t0=$(date +%s.%N)
 timeout -s INT -k 60 "$PASS_S" python3 -m orchestrator run --track popcorn2 --harness st --model oracle \
-    --gpus "${GPU:-0}" --max-parallel "${MAX_PARALLEL:-4}" --run-id popcorn2-pass --seed 8 --resume --quiet \
+    --gpus "${GPU:-0}" --max-parallel "${MAX_PARALLEL:-4}" --run-id popcorn2-pass --seed 8 "${resume[@]}" --quiet ${PROBLEMS:+--problems "$PROBLEMS"} \
     >> "$OUT/pass.log" 2>&1
 echo "exit $?" >> "$OUT/pass.log"
 echo "$(date +%s.%N) $t0" | awk '{printf "%.1f\n", $1 - $2}' >> "$POPCORN_RESULTS_DIR/segments.txt"
