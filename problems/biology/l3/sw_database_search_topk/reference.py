@@ -78,8 +78,13 @@ class Model(nn.Module):
             targets = torch.where(cols[None, :] < tlen[:, None], db[gather], 0)          # [bucket, width]
             pair_q = queries.repeat_interleave(members.shape[0], 0)
             pair_t = targets.repeat(n_q, 1)
-            best = sw_scores(pair_q, qlen.repeat_interleave(members.shape[0]), pair_t, tlen.repeat(n_q),
-                             subst, self.go, self.ge)
+            pair_qlen, pair_tlen = qlen.repeat_interleave(members.shape[0]), tlen.repeat(n_q)
+            if width > queries.shape[1]:
+                # The sweep costs a dozen launches per column: sweep the shorter sequence. The local
+                # alignment score is the same with the roles exchanged and the matrix transposed.
+                best = sw_scores(pair_t, pair_tlen, pair_q, pair_qlen, subst.T, self.go, self.ge)
+            else:
+                best = sw_scores(pair_q, pair_qlen, pair_t, pair_tlen, subst, self.go, self.ge)
             scores[:, members] = best.view(n_q, -1)
         # score descending, then database index ascending (a stable sort of the index-ordered row)
         top = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :self.k]

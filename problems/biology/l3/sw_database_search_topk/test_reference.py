@@ -51,3 +51,22 @@ def test_degeneracy():
 
 def test_tolerance_calibrated():
     case.check_calibration(case.small_shape())
+
+
+def test_sweeping_either_sequence_gives_the_same_scores():
+    # The reference sweeps the shorter side; with an asymmetric matrix the transposition matters.
+    g = torch.Generator().manual_seed(3)
+    subst = torch.randint(-4, 6, (20, 20), generator=g, dtype=torch.int32)
+    q, t = torch.randint(0, 20, (6, 37), generator=g), torch.randint(0, 20, (6, 81), generator=g)
+    qlen, tlen = torch.tensor([37, 30, 19, 1, 37, 25]), torch.tensor([81, 50, 3, 60, 1, 70])
+    by_target = ref.sw_scores(q, qlen, t, tlen, subst, 11, 1)
+    by_query = ref.sw_scores(t, tlen, q, qlen, subst.T, 11, 1)
+    assert torch.equal(by_target, by_query)
+    s = subst.tolist()
+    assert by_target.tolist() == [gotoh_local(q[b, :qlen[b]].tolist(), t[b, :tlen[b]].tolist(), s, 11, 1)
+                                  for b in range(6)]
+
+
+def test_matches_scalar_gotoh_when_the_query_is_the_longer_side():
+    shape = {"n_queries": 1, "len_q": 400, "n_db": 6, "mean_db_len": 100, "k": 3}
+    case.check_against(shape, python_search)
