@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 import triton
 
 from orchestrator.testing import ProblemCase
@@ -36,3 +37,17 @@ def test_message_kernel_fits_sm90_shared_memory(feat):
                             options={"num_warps": launch["num_warps"], "num_stages": launch["num_stages"]})
     assert kernel.metadata.shared <= SHARED_MEMORY_SM90, (feat, launch, kernel.metadata.shared)
     assert launch["num_stages"] >= 2  # still software-pipelined
+
+
+def test_tf32_rounding_is_to_nearest_ties_away():
+    """The oracle feeds the tensor cores operands already rounded to nearest: the mma's own
+    conversion truncates (13 low mantissa bits dropped), which drifted 3.25e-3 over 6 steps on the H200."""
+    oracle = load_oracle()
+    ulp = 2.0 ** -10  # TF32 spacing in [1, 2)
+    x = torch.tensor([1.0, 1 + 0.49 * ulp, 1 + 0.5 * ulp, 1 + 0.51 * ulp, -(1 + 0.5 * ulp), 3.0 + 0.7 * 2 * ulp])
+    expected = torch.tensor([1.0, 1.0, 1 + ulp, 1 + ulp, -(1 + ulp), 3.0 + 2 * ulp])
+    assert torch.equal(oracle.round_tf32(x), expected)
+    y = torch.randn(10000, generator=torch.Generator().manual_seed(0)) * 100
+    r = oracle.round_tf32(y)
+    assert bool(((r.view(torch.int32) & 0x1FFF) == 0).all())
+    assert float(((r - y).abs() / y.abs()).max()) <= 2.0 ** -11 * 1.0001  # half a TF32 ulp, relative
