@@ -1,18 +1,23 @@
-"""Oracle for graph/l1/csr_spmm: nonzero-balanced ("merge path") SpMM.
+"""Oracle for graph/l1/csr_spmm: nonzero-balanced SpMM with a segmented scan (no fp64, atomics
+only for hub rows).
 
-Every program takes the same number of nonzeros (CHUNK consecutive entries of col/val, whatever
-rows they belong to) and one feature block: it gathers the CHUNK rows of X at once (every lane
-useful even when most rows hold 1-3 nonzeros, as under the power law here), scales them by val
-and sums them per row: a float64 prefix sum along the chunk, and at the last nonzero of each row
-the difference with the prefix just before the row's first nonzero (tl.gather). A row that lies
-wholly inside the chunk is stored; the first and the last row segment of a chunk may continue in
-a neighbouring chunk and are added atomically into Y (zeroed first), so a hub row of 10^5
-nonzeros is simply spread over many programs.
+Work split (merge-path style, as in GE-SpMM / Sputnik-like nnz balancing): program k takes the
+nonzeros [bounds[k], bounds[k+1]), where bounds[k] is k * PROGRAM_NNZ moved back to the start of
+its row, unless that row is a hub (more than PROGRAM_NNZ nonzeros). So a light row (the median
+holds ~3 nonzeros) always lies in one program and is written with a plain store; only hub rows
+are split, and their pieces are added atomically into rows zeroed beforehand.
 
-`ends` holds the row id at the last nonzero of every non-empty row (-1 elsewhere; one small
-kernel); `chunk_row` the row at each chunk's first nonzero (a searchsorted over rowptr).
-(The previous design, one program per row plus chunked hub rows, ran at 0.51x of cuSPARSE on the
-H200: a 16-row gather tile for rows whose median length is about 3.)
+Inside a program, a loop over tiles of BLOCK_NNZ nonzeros: the (col, val) of the tile loaded at
+once, a [BLOCK_NNZ, BLOCK_F] gather of X rows (BLOCK_NNZ independent 4*BLOCK_F-byte row loads in
+flight), and a segmented inclusive scan along the tile keyed by row: at the last nonzero of every
+row segment the scan holds that segment's exact float32 sum. The segment still open at the end
+of a tile is carried into the next one.
+
+Per-nonzero row keys come from `start_key`: 2*row + is_hub at the first nonzero of every
+non-empty row, -1 elsewhere; a running max along the tile turns them into every nonzero's key.
+One `_prepare` launch writes the row-start keys, zeroes empty and hub rows of Y, and finds the
+program bounds (a vectorised binary search over rowptr). Tile sizes are autotuned on the GPU
+(untimed first call per (feat, nnz/row) class); the output never depends on the tuning.
 """
 import torch
 import torch.nn as nn
@@ -21,56 +26,135 @@ import triton.language as tl
 
 
 @triton.jit
-def _mark_row_ends(rowptr, ends, n, BLOCK: tl.constexpr):
-    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = r < n
-    begin = tl.load(rowptr + r, mask=ok, other=0)
-    end = tl.load(rowptr + r + 1, mask=ok, other=0)
-    tl.store(ends + end - 1, r, mask=ok & (end > begin))
+def _max_combine(a, b):
+    return tl.maximum(a, b)
 
 
 @triton.jit
-def _spmm_chunks(rowptr, ends, chunk_row, col, val, x, y, nnz, feat, n_chunks,
-                 CHUNK: tl.constexpr, BLOCK_F: tl.constexpr):
-    chunk = tl.program_id(0)
-    k0 = chunk.to(tl.int64) * CHUNK
-    fs = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+def _segmented_sum_combine(key_a, sum_a, key_b, sum_b):
+    # keys never decrease along a tile, so key_a == key_b means the right operand is one segment
+    return key_b, tl.where(key_a == key_b, sum_a + sum_b, sum_b)
+
+
+@triton.jit
+def _prepare(rowptr, start_key, bounds, first_key, y, n, nnz, feat, n_programs, n_row_blocks, search_steps,
+             PROGRAM_NNZ: tl.constexpr, ROWS: tl.constexpr, BLOCK_F: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, ROWS)
+    if pid < n_row_blocks:
+        r = pid * ROWS + lanes
+        ok = r < n
+        rs = tl.load(rowptr + r, mask=ok, other=0)
+        re = tl.load(rowptr + r + 1, mask=ok, other=0)
+        hub = (re - rs) > PROGRAM_NNZ
+        tl.store(start_key + rs, 2 * r + hub.to(tl.int32), mask=ok & (re > rs))
+        # the main kernel never stores empty rows, and adds hub rows piece by piece: zero them
+        zero_rows = ok & ((re == rs) | hub)
+        zeros = tl.zeros([ROWS, BLOCK_F], dtype=tl.float32)
+        for f0 in range(0, feat, BLOCK_F):
+            fs = f0 + tl.arange(0, BLOCK_F)
+            tl.store(y + r[:, None] * feat + fs[None, :], zeros, mask=zero_rows[:, None] & (fs < feat)[None, :])
+    else:
+        k = (pid - n_row_blocks) * ROWS + lanes
+        ok = k <= n_programs
+        pos = tl.minimum(k * PROGRAM_NNZ, nnz)
+        # the row holding nonzero pos: the last r with rowptr[r] <= pos (rowptr[0] = 0 <= pos < rowptr[n])
+        lo = tl.zeros([ROWS], dtype=tl.int32)
+        hi = tl.zeros([ROWS], dtype=tl.int32) + n
+        for _ in range(search_steps):
+            mid = (lo + hi) // 2
+            below = tl.load(rowptr + mid, mask=ok, other=0) <= pos
+            lo = tl.where(below, mid, lo)
+            hi = tl.where(below, hi, mid)
+        rs = tl.load(rowptr + lo, mask=ok, other=0)
+        re = tl.load(rowptr + lo + 1, mask=ok, other=0)
+        hub = (re - rs) > PROGRAM_NNZ
+        bound = tl.where(k == n_programs, nnz, tl.where(hub, pos, rs))
+        tl.store(bounds + k, bound, mask=ok)
+        tl.store(first_key + k, 2 * lo + hub.to(tl.int32), mask=ok)
+
+
+@triton.jit
+def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature_blocks, row_len_class,
+                   BLOCK_NNZ: tl.constexpr, BLOCK_F: tl.constexpr, SEGMENTED_SCAN: tl.constexpr):
+    # row_len_class only keys the autotuning cache
+    pid = tl.program_id(0)
+    prog = pid // n_feature_blocks
+    fs = (pid % n_feature_blocks) * BLOCK_F + tl.arange(0, BLOCK_F)
     f_ok = fs < feat
-    local = tl.arange(0, CHUNK)
-    ps = k0 + local
-    p_ok = ps < nnz
-
-    c = tl.load(col + ps, mask=p_ok, other=0).to(tl.int64)
-    v = tl.load(val + ps, mask=p_ok, other=0.0)
-    xs = tl.load(x + c[:, None] * feat + fs[None, :], mask=p_ok[:, None] & f_ok[None, :], other=0.0)
-    # float64 prefix sums along the chunk: a row's sum is a difference of two of them, exact to
-    # far below the float32 tolerance whatever the magnitudes of the chunk's other rows
-    prefix = tl.cumsum((v[:, None] * xs).to(tl.float64), 0)
-
-    # segment ends: the last nonzero of a row, or the chunk's last nonzero (the row continues)
-    row_end = tl.load(ends + ps, mask=p_ok, other=-1)
-    last_in_chunk = (local == CHUNK - 1) | (ps == nnz - 1)
-    next_row = tl.load(chunk_row + chunk + 1, mask=chunk + 1 < n_chunks, other=0)
-    seg_end = p_ok & ((row_end >= 0) | last_in_chunk)
-    rows = tl.where(row_end >= 0, row_end, next_row)
-    first = tl.load(rowptr + rows, mask=seg_end, other=0).to(tl.int64)
-    before = first - 1 - k0  # position of the previous row's end in the chunk (-1: before it)
-    earlier = tl.gather(prefix, tl.broadcast_to(tl.maximum(before, 0)[:, None], [CHUNK, BLOCK_F]), 0)
-    sums = (prefix - tl.where(before[:, None] >= 0, earlier, 0.0)).to(tl.float32)
-
-    shared_row = (before < 0) | (row_end < 0)  # begins in an earlier chunk, or goes on in a later one
-    out = y + rows.to(tl.int64)[:, None] * feat + fs[None, :]
-    tl.store(out, sums, mask=(seg_end & ~shared_row)[:, None] & f_ok[None, :])
-    tl.atomic_add(out, sums, mask=(seg_end & shared_row)[:, None] & f_ok[None, :])
+    begin = tl.load(bounds + prog)
+    end = tl.load(bounds + prog + 1)
+    carry_key = tl.load(first_key + prog)
+    carry = tl.zeros([BLOCK_F], dtype=tl.float32)
+    local = tl.arange(0, BLOCK_NNZ)
+    for p0 in range(begin, end, BLOCK_NNZ):
+        ps = p0 + local
+        ok = ps < end
+        c = tl.load(col + ps, mask=ok, other=0)
+        v = tl.load(val + ps, mask=ok, other=0.0)
+        key_here = tl.load(start_key + ps, mask=ok, other=-1)
+        next_starts = tl.load(start_key + ps + 1, mask=ps + 1 < end, other=-1) >= 0
+        # n_rows * feat <= 2**28: int32 offsets
+        xs = tl.load(x + c[:, None] * feat + fs[None, :], mask=ok[:, None] & f_ok[None, :], other=0.0)
+        terms = v[:, None] * xs
+        keys = tl.associative_scan(tl.maximum(key_here, carry_key), 0, _max_combine)
+        if SEGMENTED_SCAN:  # exact float32 sums of every row segment, ending at its last nonzero
+            _, sums = tl.associative_scan((tl.broadcast_to(keys[:, None], (BLOCK_NNZ, BLOCK_F)), terms), 0,
+                                          _segmented_sum_combine)
+        else:  # the same through float64 prefix differences: the interpreter runs only cumsum fast
+            prefix = tl.cumsum(terms.to(tl.float64), 0)
+            before = tl.associative_scan(tl.where(key_here >= 0, local, 0), 0, _max_combine) - 1
+            earlier = tl.gather(prefix, tl.broadcast_to(tl.maximum(before, 0)[:, None], (BLOCK_NNZ, BLOCK_F)), 0)
+            sums = (prefix - tl.where(before[:, None] >= 0, earlier, 0.0)).to(tl.float32)
+        # the row left open by the previous tile
+        sums += tl.where((keys == carry_key)[:, None], carry[None, :], 0.0)
+        segment_end = ok & (next_starts | (ps + 1 >= end))
+        hub = (keys & 1) == 1
+        out = y + (keys >> 1)[:, None] * feat + fs[None, :]
+        tl.store(out, sums, mask=(segment_end & ~hub)[:, None] & f_ok[None, :])
+        tl.atomic_add(out, sums, mask=(segment_end & hub)[:, None] & f_ok[None, :], sem="relaxed")
+        last = local == tl.minimum(end - p0, BLOCK_NNZ) - 1
+        carry = tl.sum(tl.where((last & ~segment_end)[:, None], sums, 0.0), 0)
+        carry_key = tl.max(tl.where(last, keys, -1), 0)
 
 
 def launch_tiles(feat: int, on_gpu: bool) -> dict:
-    """CHUNK nonzeros x BLOCK_F features per program: on a GPU 16 KiB of gathers in flight per
-    program (32 x 128 float32); the interpreter prefers few, wide programs."""
+    """CHUNK: nonzeros per program (PROGRAM_NNZ; longer rows are hubs, split across programs);
+    BLOCK_F: features per program. The interpreter prefers few, wide programs."""
     block_f = min(128, triton.next_power_of_2(feat))
-    if not on_gpu:
-        return dict(CHUNK=1024, BLOCK_F=block_f)
-    return dict(CHUNK=max(32, min(256, 4096 // block_f)), BLOCK_F=block_f, num_warps=4)
+    return dict(CHUNK=512 if on_gpu else 1024, BLOCK_F=block_f)
+
+
+def _bench_or_compile(kernel_call, quantiles):
+    """Autotuning's timer on a GPU; without one (sm90_dry_launch) every config is only compiled."""
+    if not torch.cuda.is_available():
+        kernel_call()
+        return [0.0, 0.0, 0.0]
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+
+def _configs(block_f: int) -> list:
+    """Gather tiles of 2K, 4K and 8K floats (8-32 KiB of X rows in flight per program), 4 or 8
+    warps. (num_stages is left out: the software pipeliner does not pipeline this loop.)"""
+    sizes = sorted({max(8, min(512, tile // block_f)) for tile in (2048, 4096, 8192)})
+    return [triton.Config({"BLOCK_NNZ": block_nnz}, num_warps=warps, num_stages=1)
+            for block_nnz in sizes for warps in (4, 8)]
+
+
+# The GPU sums row segments with a segmented scan (tl.associative_scan); the interpreter runs a
+# custom scan element by element (~30 s per forward at the CPU default shape), so it takes float64
+# prefix differences instead. Tests set this to True to run the GPU's path on small inputs.
+INTERPRETER_SEGMENTED_SCAN = False
+
+_tuned_kernels: dict = {}
+_tuned_keys: set = set()
+
+
+def _tuned_kernel(block_f: int):
+    if block_f not in _tuned_kernels:
+        _tuned_kernels[block_f] = triton.autotune(_configs(block_f), key=["feat", "row_len_class"],
+                                                  do_bench=_bench_or_compile)(_spmm_segments)
+    return _tuned_kernels[block_f]
 
 
 class ModelNew(nn.Module):
@@ -78,15 +162,41 @@ class ModelNew(nn.Module):
         n, feat = X.shape
         nnz = col.numel()
         X = X.contiguous()
-        y = torch.zeros(n, feat, device=X.device, dtype=X.dtype)
-        if n == 0 or nnz == 0:
+        y = torch.empty(n, feat, device=X.device, dtype=X.dtype)
+        if n == 0:
             return y
-        ends = torch.full((nnz,), -1, device=X.device, dtype=torch.int32)
-        _mark_row_ends[(triton.cdiv(n, 1024),)](rowptr, ends, n, BLOCK=1024)
-        tiles = launch_tiles(feat, X.is_cuda)
-        chunk_first = torch.arange(0, nnz, tiles["CHUNK"], device=X.device, dtype=rowptr.dtype)
-        chunk_row = (torch.searchsorted(rowptr, chunk_first, right=True) - 1).to(torch.int32)
-        n_chunks = chunk_first.numel()
-        grid = (n_chunks, triton.cdiv(feat, tiles["BLOCK_F"]))
-        _spmm_chunks[grid](rowptr, ends, chunk_row, col, val, X, y, nnz, feat, n_chunks, **tiles)
+        if nnz == 0:
+            return y.zero_()
+        on_gpu = X.is_cuda
+        tiles = launch_tiles(feat, on_gpu)
+        program_nnz, block_f = tiles["CHUNK"], tiles["BLOCK_F"]
+        n_programs = triton.cdiv(nnz, program_nnz)
+        n_feature_blocks = triton.cdiv(feat, block_f)
+        row_len_class = (nnz // n).bit_length()
+        start_key = torch.full((nnz,), -1, device=X.device, dtype=torch.int32)
+        bounds = torch.empty(n_programs + 1, device=X.device, dtype=torch.int32)
+        first_key = torch.empty(n_programs + 1, device=X.device, dtype=torch.int32)
+        rows_per_block = 64
+        n_row_blocks = triton.cdiv(n, rows_per_block)
+        prepare_grid = (n_row_blocks + triton.cdiv(n_programs + 1, rows_per_block),)
+
+        def prepare():
+            _prepare[prepare_grid](rowptr, start_key, bounds, first_key, y, n, nnz, feat, n_programs, n_row_blocks,
+                                   n.bit_length(), PROGRAM_NNZ=program_nnz, ROWS=rows_per_block, BLOCK_F=block_f)
+
+        args = (bounds, first_key, start_key, col, val, X, y, feat, n_feature_blocks, row_len_class)
+        grid = (n_programs * n_feature_blocks,)
+        prepare()
+        if not on_gpu:
+            _spmm_segments[grid](*args, BLOCK_NNZ=max(2, program_nnz // 4), BLOCK_F=block_f,
+                                 SEGMENTED_SCAN=INTERPRETER_SEGMENTED_SCAN)
+            return y
+        kernel = _tuned_kernel(block_f)
+        kernel[grid](*args, BLOCK_F=block_f, SEGMENTED_SCAN=True)
+        tuning_key = (block_f, feat, row_len_class, X.dtype)
+        if tuning_key not in _tuned_keys:
+            # autotuning ran every config on y (hub rows added up many times): compute it afresh
+            _tuned_keys.add(tuning_key)
+            prepare()
+            kernel[grid](*args, BLOCK_F=block_f, SEGMENTED_SCAN=True)
         return y
