@@ -112,3 +112,20 @@ def test_tolerance_calibrated():
     _, (a64, _) = case.run(shape, dtype=torch.float64)
     assert torch.equal(a32, a64)
     case.check_calibration(shape)
+
+
+def host_bytes(s):
+    """Inputs + outputs in bytes: the judge and candidate processes hold about 7x this on the host."""
+    b, n, d = s["batch"], s["n_particles"], s["dim"]
+    return 4 * (b * n + b + b * n * d) + 8 * b * n + 4 * b * n * d
+
+
+def test_stress_shapes_fit_host_memory():
+    from orchestrator.runner.shapes import boundary_shape, stress_shapes
+    shape = case.small_shape()
+    inputs, outputs = case.run(shape)
+    assert host_bytes(shape) == sum(t.numel() * t.element_size() for t in (*inputs, *outputs))
+    params, constraints = case.manifest["shapes"], case.manifest["constraints"]
+    shapes = [boundary_shape(params, constraints, "max", "cuda", seed) for seed in range(20)]
+    shapes += [s for seed in range(50) for s in stress_shapes(params, constraints, 8, seed, "cuda")]
+    assert max(host_bytes(s) for s in shapes) <= 2 * 2**30  # the 32 GiB sandbox holds ~7x (measured)
