@@ -120,3 +120,21 @@ def test_tolerance_calibrated():
     max_abs, rel = case.drift(shape)
     assert rel * 100 <= case.tolerance["rel_norm_max"], f"fp32 drift {rel} too close to the guard"
     case.check_calibration(shape)
+
+
+def host_bytes_bound(s):
+    """Input bytes with nnz at its bound n * avg_degree (floored scaled degrees sum to at most that);
+    the judge and candidate processes hold about 8x the inputs on the host."""
+    n = s["n"]
+    return 8 * (n + 1) + 8 * n * s["avg_degree"] + 4 * n * s["feat"] + 8 * s["batch"] + 8
+
+
+def test_stress_shapes_fit_host_memory():
+    from orchestrator.runner.shapes import boundary_shape, stress_shapes
+    shape = case.small_shape()
+    inputs, _ = case.run(shape)
+    assert sum(t.numel() * t.element_size() for t in inputs) <= host_bytes_bound(shape)
+    params, constraints = case.manifest["shapes"], case.manifest["constraints"]
+    shapes = [boundary_shape(params, constraints, "max", "cuda", seed) for seed in range(20)]
+    shapes += [s for seed in range(50) for s in stress_shapes(params, constraints, 8, seed, "cuda")]
+    assert max(host_bytes_bound(s) for s in shapes) <= 1.75 * 2**30  # the 32 GiB sandbox holds ~8x (measured)
