@@ -1,4 +1,6 @@
 """Cross-checks for robotics/l1/aabb_broadphase_pairs: brute force and a hand-made scene."""
+import math
+
 import numpy as np
 import torch
 
@@ -44,3 +46,23 @@ def test_touching_contained_and_separate_boxes():
 
 def test_degeneracy():
     case.check_degeneracy({"n_boxes": 10000, "mean_extent": 0.01, "size_sigma": 1.0})
+
+
+def expected_pairs_bound(shape):
+    """The manifest's pair-count constraint: n^2 * extent^3 * (e^(3 sigma^2) + 3 e^(sigma^2)) bounds the
+    expected pair count (overlap probabilities not clipped at 1)."""
+    s = shape["size_sigma"]
+    return shape["n_boxes"] ** 2 * shape["mean_extent"] ** 3 * (math.exp(3 * s * s) + 3 * math.exp(s * s))
+
+
+def test_pair_count_bound_holds():
+    from orchestrator.runner.shapes import evaluate
+    pair_constraint = [c for c in case.manifest["constraints"] if "size_sigma" in c][0]
+    for seed, shape in enumerate(({"n_boxes": 20000, "mean_extent": 0.03, "size_sigma": 0.0},
+                                  {"n_boxes": 20000, "mean_extent": 0.026, "size_sigma": 1.0},
+                                  {"n_boxes": 20000, "mean_extent": 0.0015, "size_sigma": 2.0})):
+        bound = expected_pairs_bound(shape)
+        assert evaluate(pair_constraint.replace("<= 3e7", f"<= {bound * 1.0001}"), shape)  # the same formula
+        assert not evaluate(pair_constraint.replace("<= 3e7", f"<= {bound * 0.9999}"), shape)
+        _, pairs = case.run(shape, seed=seed)
+        assert 0 < pairs.shape[0] <= bound, (shape, pairs.shape[0], bound)
