@@ -75,6 +75,22 @@ def _prepare(rowptr, start_key, bounds, first_key, y, n, nnz, feat, n_programs, 
 
 
 @triton.jit
+def _load_tile_indices(col, val, start_key, ps, end):
+    ok = ps < end
+    c = tl.load(col + ps, mask=ok, other=0)
+    v = tl.load(val + ps, mask=ok, other=0.0)
+    key_here = tl.load(start_key + ps, mask=ok, other=-1)
+    next_starts = tl.load(start_key + ps + 1, mask=ps + 1 < end, other=-1) >= 0
+    return c, v, key_here, next_starts
+
+
+@triton.jit
+def _gather_rows(x, c, ps, end, feat, fs, f_ok):
+    # n_rows * feat <= 2**28: int32 offsets
+    return tl.load(x + c[:, None] * feat + fs[None, :], mask=(ps < end)[:, None] & f_ok[None, :], other=0.0)
+
+
+@triton.jit
 def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature_blocks, row_len_class,
                    BLOCK_NNZ: tl.constexpr, BLOCK_F: tl.constexpr, SEGMENTED_SCAN: tl.constexpr):
     # row_len_class only keys the autotuning cache
@@ -87,15 +103,17 @@ def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature
     carry_key = tl.load(first_key + prog)
     carry = tl.zeros([BLOCK_F], dtype=tl.float32)
     local = tl.arange(0, BLOCK_NNZ)
+    # software pipeline, written out (the compiler's pipeliner leaves this loop alone): while tile t
+    # is reduced, the X rows of tile t+1 and the indices of tile t+2 are already in flight
+    ps = begin + local
+    c, v, key_here, next_starts = _load_tile_indices(col, val, start_key, ps, end)
+    xs = _gather_rows(x, c, ps, end, feat, fs, f_ok)
+    c1, v1, key_here1, next_starts1 = _load_tile_indices(col, val, start_key, ps + BLOCK_NNZ, end)
     for p0 in range(begin, end, BLOCK_NNZ):
-        ps = p0 + local
+        xs1 = _gather_rows(x, c1, ps + BLOCK_NNZ, end, feat, fs, f_ok)
+        c2, v2, key_here2, next_starts2 = _load_tile_indices(col, val, start_key, ps + 2 * BLOCK_NNZ, end)
+
         ok = ps < end
-        c = tl.load(col + ps, mask=ok, other=0)
-        v = tl.load(val + ps, mask=ok, other=0.0)
-        key_here = tl.load(start_key + ps, mask=ok, other=-1)
-        next_starts = tl.load(start_key + ps + 1, mask=ps + 1 < end, other=-1) >= 0
-        # n_rows * feat <= 2**28: int32 offsets
-        xs = tl.load(x + c[:, None] * feat + fs[None, :], mask=ok[:, None] & f_ok[None, :], other=0.0)
         terms = v[:, None] * xs
         keys = tl.associative_scan(tl.maximum(key_here, carry_key), 0, _max_combine)
         if SEGMENTED_SCAN:  # exact float32 sums of every row segment, ending at its last nonzero
@@ -117,6 +135,10 @@ def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature
         carry = tl.sum(tl.where((last & ~segment_end)[:, None], sums, 0.0), 0)
         carry_key = tl.max(tl.where(last, keys, -1), 0)
 
+        ps = ps + BLOCK_NNZ
+        v, key_here, next_starts, xs = v1, key_here1, next_starts1, xs1
+        c1, v1, key_here1, next_starts1 = c2, v2, key_here2, next_starts2
+
 
 def launch_tiles(feat: int, on_gpu: bool) -> dict:
     """CHUNK: nonzeros per program (PROGRAM_NNZ; longer rows are hubs, split across programs);
@@ -134,9 +156,11 @@ def _bench_or_compile(kernel_call, quantiles):
 
 
 def _configs(block_f: int) -> list:
-    """Gather tiles of 2K, 4K and 8K floats (8-32 KiB of X rows in flight per program), 4 or 8
-    warps. (num_stages is left out: the software pipeliner does not pipeline this loop.)"""
-    sizes = sorted({max(8, min(512, tile // block_f)) for tile in (2048, 4096, 8192)})
+    """Gather tiles of 1K-8K floats (4-32 KiB of X rows per tile, two tiles in flight per
+    program), 4 or 8 warps. At feat 128 on sm_90 (ptxas): BLOCK_NNZ 16 takes 127 registers with 4
+    warps, 80 with 8; 32 takes 247 / 128; 64 spills with 4 warps. num_stages is left out: the
+    compiler's pipeliner does not pipeline this loop (the kernel prefetches by hand)."""
+    sizes = sorted({max(8, min(512, tile // block_f)) for tile in (1024, 2048, 4096, 8192)})
     return [triton.Config({"BLOCK_NNZ": block_nnz}, num_warps=warps, num_stages=1)
             for block_nnz in sizes for warps in (4, 8)]
 
