@@ -158,11 +158,11 @@ def _bench_or_compile(kernel_call, quantiles):
 def _configs(block_f: int) -> list:
     """Gather tiles of 1K-8K floats (4-32 KiB of X rows per tile, two tiles in flight per
     program), 4 or 8 warps. At feat 128 on sm_90 (ptxas): BLOCK_NNZ 16 takes 127 registers with 4
-    warps, 80 with 8; 32 takes 247 / 128; 64 spills with 4 warps. num_stages is left out: the
+    warps, 80 with 8; 32 takes 247 / 128; 64 with 4 warps spills (left out). num_stages is left out: the
     compiler's pipeliner does not pipeline this loop (the kernel prefetches by hand)."""
     sizes = sorted({max(8, min(512, tile // block_f)) for tile in (1024, 2048, 4096, 8192)})
     return [triton.Config({"BLOCK_NNZ": block_nnz}, num_warps=warps, num_stages=1)
-            for block_nnz in sizes for warps in (4, 8)]
+            for block_nnz in sizes for warps in (4, 8) if block_nnz * block_f < 8192 or warps == 8]
 
 
 # The GPU sums row segments with a segmented scan (tl.associative_scan); the interpreter runs a
