@@ -31,9 +31,10 @@ def _max_combine(a, b):
 
 
 @triton.jit
-def _segmented_sum_combine(key_a, sum_a, key_b, sum_b):
-    # keys never decrease along a tile, so key_a == key_b means the right operand is one segment
-    return key_b, tl.where(key_a == key_b, sum_a + sum_b, sum_b)
+def _restart_combine(keep_a, sum_a, keep_b, sum_b):
+    # s[p] = keep[p] * s[p-1] + term[p], keep = 0 where a row starts: composing a then b. keep is
+    # 0 or 1, so the sums are exact float32 sums of each row's terms (fma(1, a, b) rounds as a + b)
+    return keep_a * keep_b, keep_b * sum_a + sum_b
 
 
 @triton.jit
@@ -85,14 +86,20 @@ def _load_tile_indices(col, val, start_key, ps, end):
 
 
 @triton.jit
-def _gather_rows(x, c, ps, end, feat, fs, f_ok):
-    # n_rows * feat <= 2**28: int32 offsets
-    return tl.load(x + c[:, None] * feat + fs[None, :], mask=(ps < end)[:, None] & f_ok[None, :], other=0.0)
+def _gather_rows(x, c, ps, end, feat, fs, f_ok, EVEN_F: tl.constexpr):
+    # n_rows * feat <= 2**28: int32 offsets. Positions past the end hold column 0 (a valid row, the
+    # same one: cache hits) and value 0, and no result before them depends on them: no row mask
+    if EVEN_F:
+        rows = tl.load(x + c[:, None] * feat + fs[None, :])
+    else:
+        rows = tl.load(x + c[:, None] * feat + fs[None, :], mask=f_ok[None, :], other=0.0)
+    return rows
 
 
 @triton.jit
 def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature_blocks, row_len_class,
-                   BLOCK_NNZ: tl.constexpr, BLOCK_F: tl.constexpr, SEGMENTED_SCAN: tl.constexpr):
+                   BLOCK_NNZ: tl.constexpr, BLOCK_F: tl.constexpr, EVEN_F: tl.constexpr,
+                   SEGMENTED_SCAN: tl.constexpr):
     # row_len_class only keys the autotuning cache
     pid = tl.program_id(0)
     prog = pid // n_feature_blocks
@@ -107,32 +114,38 @@ def _spmm_segments(bounds, first_key, start_key, col, val, x, y, feat, n_feature
     # is reduced, the X rows of tile t+1 and the indices of tile t+2 are already in flight
     ps = begin + local
     c, v, key_here, next_starts = _load_tile_indices(col, val, start_key, ps, end)
-    xs = _gather_rows(x, c, ps, end, feat, fs, f_ok)
+    xs = _gather_rows(x, c, ps, end, feat, fs, f_ok, EVEN_F)
     c1, v1, key_here1, next_starts1 = _load_tile_indices(col, val, start_key, ps + BLOCK_NNZ, end)
     for p0 in range(begin, end, BLOCK_NNZ):
-        xs1 = _gather_rows(x, c1, ps + BLOCK_NNZ, end, feat, fs, f_ok)
+        xs1 = _gather_rows(x, c1, ps + BLOCK_NNZ, end, feat, fs, f_ok, EVEN_F)
         c2, v2, key_here2, next_starts2 = _load_tile_indices(col, val, start_key, ps + 2 * BLOCK_NNZ, end)
 
         ok = ps < end
         terms = v[:, None] * xs
+        starts = key_here >= 0
         keys = tl.associative_scan(tl.maximum(key_here, carry_key), 0, _max_combine)
         if SEGMENTED_SCAN:  # exact float32 sums of every row segment, ending at its last nonzero
-            _, sums = tl.associative_scan((tl.broadcast_to(keys[:, None], (BLOCK_NNZ, BLOCK_F)), terms), 0,
-                                          _segmented_sum_combine)
+            keep = tl.broadcast_to((~starts).to(tl.float32)[:, None], (BLOCK_NNZ, BLOCK_F))
+            in_carried_row, sums = tl.associative_scan((keep, terms), 0, _restart_combine)
         else:  # the same through float64 prefix differences: the interpreter runs only cumsum fast
             prefix = tl.cumsum(terms.to(tl.float64), 0)
-            before = tl.associative_scan(tl.where(key_here >= 0, local, 0), 0, _max_combine) - 1
+            before = tl.associative_scan(tl.where(starts, local, 0), 0, _max_combine) - 1
             earlier = tl.gather(prefix, tl.broadcast_to(tl.maximum(before, 0)[:, None], (BLOCK_NNZ, BLOCK_F)), 0)
             sums = (prefix - tl.where(before[:, None] >= 0, earlier, 0.0)).to(tl.float32)
-        # the row left open by the previous tile
-        sums += tl.where((keys == carry_key)[:, None], carry[None, :], 0.0)
+            in_carried_row = (tl.cumsum(starts.to(tl.int32), 0) == 0).to(tl.float32)[:, None]
+        # the row left open by the previous tile continues until the tile's first row start
+        sums += in_carried_row * carry[None, :]
         segment_end = ok & (next_starts | (ps + 1 >= end))
         hub = (keys & 1) == 1
         out = y + (keys >> 1)[:, None] * feat + fs[None, :]
-        tl.store(out, sums, mask=(segment_end & ~hub)[:, None] & f_ok[None, :])
-        tl.atomic_add(out, sums, mask=(segment_end & hub)[:, None] & f_ok[None, :], sem="relaxed")
+        if EVEN_F:
+            tl.store(out, sums, mask=(segment_end & ~hub)[:, None])
+            tl.atomic_add(out, sums, mask=(segment_end & hub)[:, None], sem="relaxed")
+        else:
+            tl.store(out, sums, mask=(segment_end & ~hub)[:, None] & f_ok[None, :])
+            tl.atomic_add(out, sums, mask=(segment_end & hub)[:, None] & f_ok[None, :], sem="relaxed")
         last = local == tl.minimum(end - p0, BLOCK_NNZ) - 1
-        carry = tl.sum(tl.where((last & ~segment_end)[:, None], sums, 0.0), 0)
+        carry = tl.sum(sums * (last & ~segment_end).to(tl.float32)[:, None], 0)
         carry_key = tl.max(tl.where(last, keys, -1), 0)
 
         ps = ps + BLOCK_NNZ
@@ -157,12 +170,13 @@ def _bench_or_compile(kernel_call, quantiles):
 
 def _configs(block_f: int) -> list:
     """Gather tiles of 1K-8K floats (4-32 KiB of X rows per tile, two tiles in flight per
-    program), 4 or 8 warps. At feat 128 on sm_90 (ptxas): BLOCK_NNZ 16 takes 127 registers with 4
-    warps, 80 with 8; 32 takes 247 / 128; 64 with 4 warps spills (left out). num_stages is left out: the
-    compiler's pipeliner does not pipeline this loop (the kernel prefetches by hand)."""
+    program) on 1-8 warps, keeping 8-32 tile elements per thread: more spills (ptxas, sm_90,
+    feat 128: BLOCK_NNZ 16 on one warp spills, 8 on one warp takes 178 registers and about 86
+    warp instructions per nonzero, the fewest of all). num_stages is left out: the compiler's
+    pipeliner does not pipeline this loop (the kernel prefetches by hand)."""
     sizes = sorted({max(8, min(512, tile // block_f)) for tile in (1024, 2048, 4096, 8192)})
     return [triton.Config({"BLOCK_NNZ": block_nnz}, num_warps=warps, num_stages=1)
-            for block_nnz in sizes for warps in (4, 8) if block_nnz * block_f < 8192 or warps == 8]
+            for block_nnz in sizes for warps in (1, 2, 4, 8) if 8 <= block_nnz * block_f // (32 * warps) <= 32]
 
 
 # The GPU sums row segments with a segmented scan (tl.associative_scan); the interpreter runs a
@@ -196,6 +210,7 @@ class ModelNew(nn.Module):
         program_nnz, block_f = tiles["CHUNK"], tiles["BLOCK_F"]
         n_programs = triton.cdiv(nnz, program_nnz)
         n_feature_blocks = triton.cdiv(feat, block_f)
+        even_f = feat % block_f == 0
         row_len_class = (nnz // n).bit_length()
         start_key = torch.full((nnz,), -1, device=X.device, dtype=torch.int32)
         bounds = torch.empty(n_programs + 1, device=X.device, dtype=torch.int32)
@@ -212,15 +227,15 @@ class ModelNew(nn.Module):
         grid = (n_programs * n_feature_blocks,)
         prepare()
         if not on_gpu:
-            _spmm_segments[grid](*args, BLOCK_NNZ=max(2, program_nnz // 4), BLOCK_F=block_f,
+            _spmm_segments[grid](*args, BLOCK_NNZ=max(2, program_nnz // 4), BLOCK_F=block_f, EVEN_F=even_f,
                                  SEGMENTED_SCAN=INTERPRETER_SEGMENTED_SCAN)
             return y
         kernel = _tuned_kernel(block_f)
-        kernel[grid](*args, BLOCK_F=block_f, SEGMENTED_SCAN=True)
+        kernel[grid](*args, BLOCK_F=block_f, EVEN_F=even_f, SEGMENTED_SCAN=True)
         tuning_key = (block_f, feat, row_len_class, X.dtype)
         if tuning_key not in _tuned_keys:
             # autotuning ran every config on y (hub rows added up many times): compute it afresh
             _tuned_keys.add(tuning_key)
             prepare()
-            kernel[grid](*args, BLOCK_F=block_f, SEGMENTED_SCAN=True)
+            kernel[grid](*args, BLOCK_F=block_f, EVEN_F=even_f, SEGMENTED_SCAN=True)
         return y
