@@ -44,8 +44,8 @@ def probe(shape: dict, reference, oracle) -> None:
     oracle_ms = triton.testing.do_bench(lambda: candidate(*inputs), warmup=50, rep=400)
     reference_ms = triton.testing.do_bench(lambda: model(*inputs), warmup=50, rep=400)
     tuned = {str(k): str(v.best_config) for k, v in oracle._tuned_kernels.items()}
-    timings = {str(c): round(t[0], 4) for v in oracle._tuned_kernels.values()
-               for c, t in getattr(v, "configs_timings", {}).items()}
+    timings = {str(c): round(t[0] if isinstance(t, (list, tuple)) else t, 4)
+               for v in oracle._tuned_kernels.values() for c, t in (getattr(v, "configs_timings", None) or {}).items()}
     nnz, feat = inputs[1].numel(), shape["feat"]
     gathered_gb = nnz * feat * 4 / 1e9
     emit({"shape": shape, "nnz": nnz, "correct": excess <= 0, "worst_excess_over_tolerance": excess,
