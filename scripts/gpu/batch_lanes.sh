@@ -15,6 +15,7 @@
 #                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
 #          executors        Popcorn2 oracle pass on two GPUs, then on one (both GPUs)
+#          script:PATH      a Python script on one GPU (SCRIPT_GPU, default 1), e.g. scripts/gpu/csr_spmm_probe.py
 #          pass             issue 5's whole Popcorn2 pass on one GPU (PASS_GPU, default 0), resumed by
 #                           the next call on a warm machine until complete (scripts/gpu/popcorn2_pass.sh)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
@@ -62,6 +63,7 @@ lane() {  # lane NAME ARG
                 [ "${REPEAT_NCU:-1}" = 1 ] && OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
         collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $budget bash scripts/gpu/collectives_x2.sh 2 \
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
+        script) OUT=$dir CUDA_VISIBLE_DEVICES=${SCRIPT_GPU:-1} timeout $budget python3 $arg ;;
         pass) OUT=$dir PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
         executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
         tbuild) export POPCORN_CACHE_DIR=$PWD/.cache; PINS=.carry/translation-pins
