@@ -91,6 +91,17 @@ def test_same_submission_without_the_skew_passes(tmp_path):
     assert r.returncode == 0 and record["failure_class"] is None, record["failure_detail"]
 
 
+def test_a_rank_that_writes_into_its_input_is_refused_and_named(tmp_path):
+    # rank 1's correct output, then it scribbles on x_local: only the judge's digest of what the
+    # rank holds after the call can tell (the output is right)
+    solution = tmp_path / "mutates.py"
+    solution.write_text(HONEST_BUT_SKEWED.replace("return y * SKEW if dist.get_rank() == 1 else y",
+                                                  "x_local.add_(1.0) if dist.get_rank() == 1 else None\n        return y"))
+    r, record = evaluate(tmp_path, solution, 2, "--mode", "check")
+    assert record["failure_class"] == "hack_detected", record["failure_detail"]
+    assert "input_mutation: rank 1" in record["failure_detail"]
+
+
 def test_a_rank_left_waiting_in_a_collective_times_out(tmp_path):
     solution = tmp_path / "hang.py"
     solution.write_text(RANK1_HANGS)

@@ -3,7 +3,8 @@
 Started by the judge with multiprocessing's spawn context (a fresh interpreter that
 inherits none of the judge's memory: no seed, no nonce, no reference outputs). Its
 stdout and stderr go to a log file, never to the judge's result channel. Messages
-are plain pickles over a private pipe (tensors are copied, not shared).
+are plain pickles over a private pipe (tensors are copied, not shared). After a call it
+reports a keyed digest of its inputs, not the inputs, for the judge's mutation check.
 
 Checks that need the candidate's own address space live here and report flags to the
 judge: timer functions replaced, an output aliasing an input, an output object
@@ -22,7 +23,7 @@ from typing import Any
 
 # Bound before the submission is imported (see timing.TimerGuard).
 from orchestrator.runner import timing
-from orchestrator.runner.problem import import_file, to_device
+from orchestrator.runner.problem import import_file, to_device, tree_digest
 
 import torch
 
@@ -138,8 +139,8 @@ class Server:
         self.previous_outputs = (self.previous_outputs + [out])[-4:]
         self.previous_inputs = inputs
         reply: dict[str, Any] = {"ok": True, "output": to_device(out, "cpu"), "flags": flags, "wall_s": wall}
-        if msg.get("return_inputs"):
-            reply["inputs_after"] = to_device(inputs, "cpu")
+        if msg.get("digest_key"):
+            reply["inputs_digest"] = tree_digest(inputs, msg["digest_key"])
         return reply
 
     def time(self, msg: dict[str, Any]) -> dict[str, Any]:

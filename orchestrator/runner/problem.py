@@ -154,6 +154,21 @@ def clone_tree(obj: Any) -> Any:
     return obj
 
 
+def tree_digest(obj: Any, key: bytes) -> list[Any]:
+    """A keyed digest of every tensor in a tree (shape, dtype, BLAKE2b of its bytes under `key`),
+    other leaves as they are. The candidate's process reports this of its inputs after a call, and
+    the judge compares it with its own: the mutation check without sending the inputs back."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().to("cpu").reshape(-1).contiguous()
+        data = t.view(torch.uint8).numpy() if t.numel() else b""
+        return [tuple(obj.shape), str(obj.dtype), hashlib.blake2b(data, key=key, digest_size=16).hexdigest()]
+    if isinstance(obj, (tuple, list)):
+        return [tree_digest(o, key) for o in obj]
+    if isinstance(obj, dict):
+        return [[k, tree_digest(v, key)] for k, v in sorted(obj.items())]
+    return [obj]
+
+
 def tree_bytes(obj: Any) -> int:
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
