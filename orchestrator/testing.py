@@ -20,7 +20,7 @@ import torch
 
 from orchestrator.runner.compare import as_tuple, zeros_like_output
 from orchestrator.runner.problem import LoadedProblem, cast_floats, load_problem, to_device
-from orchestrator.runner.shapes import Shape, default_shape, satisfies
+from orchestrator.runner.shapes import Shape, boundary_shape, default_shape, satisfies, stress_shapes
 
 
 def _perturb(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -53,6 +53,13 @@ class ProblemCase:
                  for k, s in self.manifest["shapes"].items()}
         assert not satisfies(shape, self.manifest.get("constraints", [])), "minimum shape violates constraints"
         return shape
+
+    def gpu_stress_shapes(self, seeds: int = 50) -> list[Shape]:
+        """Shapes an H200 evaluation can draw: the upper boundary (20 draws) and 8 stress shapes for
+        each of `seeds` seeds, for tests that bound a cost (host memory, output size) over them."""
+        params, constraints = self.manifest["shapes"], self.manifest.get("constraints", [])
+        shapes = [boundary_shape(params, constraints, "max", "cuda", seed) for seed in range(20)]
+        return shapes + [s for seed in range(seeds) for s in stress_shapes(params, constraints, 8, seed, "cuda")]
 
     def run(self, shape: Shape, seed: int = 0, dtype: torch.dtype | None = None) -> tuple[tuple[Any, ...], Any]:
         """Inputs and reference output at `shape` (optionally with floats cast to `dtype`)."""

@@ -36,6 +36,12 @@ def set_reference(manifest: Path, value) -> None:
     manifest.write_text(data.replace(f'"reference_h200_ms": {json.dumps(old)}', f'"reference_h200_ms": {json.dumps(value)}'))
 
 
+def current_default(manifest: Path) -> dict:
+    from orchestrator.runner.shapes import default_shape
+
+    return default_shape(json.loads(manifest.read_text())["shapes"], "cuda")
+
+
 def row(default_shape=None):
     r = {"kind": "oracle", "problem": PROBLEM, "status": "passed", "failure": None, "speedup": 2.0,
          "ci95": [1.9, 2.1], "reference_ms": 12.5, "oracle_ms": 6.25, "stress_n": 8}
@@ -47,7 +53,7 @@ def row(default_shape=None):
 def test_a_row_at_the_current_default_is_written(recorder, tmp_path, monkeypatch):
     module, manifest = recorder
     set_reference(manifest, None)
-    current = module.current_default(PROBLEM)
+    current = current_default(manifest)
     run(module, tmp_path, [row(current)], monkeypatch)
     assert json.loads(manifest.read_text())["reference_h200_ms"] == 12.5
 
@@ -55,7 +61,7 @@ def test_a_row_at_the_current_default_is_written(recorder, tmp_path, monkeypatch
 def test_a_row_at_an_older_default_is_not_written(recorder, tmp_path, monkeypatch):
     module, manifest = recorder
     set_reference(manifest, None)
-    older = {**module.current_default(PROBLEM), "n_rows": 12345}
+    older = {**current_default(manifest), "n_rows": 12345}
     run(module, tmp_path, [row(older)], monkeypatch)
     assert json.loads(manifest.read_text())["reference_h200_ms"] is None
 

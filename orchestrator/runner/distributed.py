@@ -282,11 +282,7 @@ class DistributedJudge(Judge):
             cand.call_all([{"op": "forward", "key": shape_key(self.disclosed), "inputs": x} for x in inputs],
                           self.trial_timeout)
             return
-        self._timed("correctness", self.correctness, cand)
-        if self.mode == "check":
-            return
-        self._timed("stress", self.stress, cand)
-        self._timed("timing", self.timing, cand)
+        self.checked_stages(cand)
 
     def _build(self, cand: Any, shape: Shape) -> None:
         progress(f"build at {shape}")
@@ -297,10 +293,10 @@ class DistributedJudge(Judge):
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
         inputs = self.rank_inputs(shape, seed)
+        key = os.urandom(16)
         with gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited):  # no other evaluation times these GPUs meanwhile
             refs = self.reference_outputs(shape, inputs)
             t0 = time.perf_counter()
-            key = os.urandom(16)
             replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "digest_key": key,
                                       "reuse_buffers": reuse_buffers} for x in inputs], self.trial_timeout)
             wall = time.perf_counter() - t0

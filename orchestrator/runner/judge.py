@@ -163,21 +163,21 @@ class Judge:
             inputs = self.problem.inputs(self.disclosed, self._seed(), "cpu")
             cand.call({"op": "forward", "key": shape_key(self.disclosed), "inputs": inputs}, self.trial_timeout)
             return
-        self._timed("correctness", self.correctness, cand)
-        if self.mode == "check":
-            return
-        self._timed("stress", self.stress, cand)
-        self._timed("timing", self.timing, cand)
+        self.checked_stages(cand)
 
-    def _timed(self, name: str, stage: Any, cand: Candidate) -> None:
-        # The whole stage's wall time (input generation, reference, transfer, checks), so a
-        # slow evaluation says which stage it spent its time in.
-        t0 = time.perf_counter()
-        try:
-            stage(cand)
-        finally:
-            if name in self.stages:
-                self.stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
+    def checked_stages(self, cand: Any) -> None:
+        """Correctness, then (unless only checking) stress and timing, each with its whole wall
+        time (inputs, reference, transfer, checks), so a slow evaluation says where it went."""
+        stages = [("correctness", self.correctness)]
+        if self.mode != "check":
+            stages += [("stress", self.stress), ("timing", self.timing)]
+        for name, stage in stages:
+            t0 = time.perf_counter()
+            try:
+                stage(cand)
+            finally:
+                if name in self.stages:
+                    self.stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
 
     def _build(self, cand: Candidate, shape: Shape) -> None:
         cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},
@@ -186,10 +186,10 @@ class Judge:
     def _trial(self, cand: Candidate, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         inputs = self.problem.inputs(shape, seed, "cpu")
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+        key = os.urandom(16)
+        with gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited):
             ref = self.reference(shape, inputs)
             t0 = time.perf_counter()
-            key = os.urandom(16)
             reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
                                "digest_key": key, "reuse_buffers": reuse_buffers}, self.trial_timeout)
             wall = time.perf_counter() - t0
@@ -241,7 +241,7 @@ class Judge:
             self._timing(cand)
 
     def lock_waited(self, seconds: float) -> None:
-        """A wait for the GPU lock (the collectives judge logs it as a progress line)."""
+        """A wait over two seconds for the GPU lock (the collectives judge logs it as a progress line)."""
 
     def _timing(self, cand: Candidate) -> None:
         shape = self.disclosed
@@ -323,8 +323,9 @@ def gpu_lock(path: str | None, shared: bool = False, waited: Callable[[float], N
     with contextlib.ExitStack() as stack:
         for one in sorted(set(path.split(","))):
             stack.enter_context(_one_gpu_lock(one, shared))
-        if waited and time.perf_counter() - t0 > 2:
-            waited(time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        if waited and seconds > 2:
+            waited(seconds)
         yield
 
 

@@ -66,11 +66,11 @@ lane() {  # lane NAME ARG
         script) OUT=$dir CUDA_VISIBLE_DEVICES=${SCRIPT_GPU:-1} timeout $budget python3 $arg ;;
         pass) OUT=$dir PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
         executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
-        tbuild) export POPCORN_CACHE_DIR=$PWD/.cache; PINS=.carry/translation-pins
-                nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py --build-only --jobs 12 --pins-dir $PINS \
-                    --out $dir ${arg:+--tasks ${arg//,/ }} &
-                nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py --build-only --jobs 6 --pins-dir $PINS \
-                    --out $dir --track translation-multi ${arg:+--tasks ${arg//,/ }}; wait ;;
+        tbuild) for track in translation-single translation-multi; do
+                    POPCORN_CACHE_DIR=$PWD/.cache nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py \
+                        --build-only --track $track --jobs 12 --pins-dir .carry/translation-pins --out $dir \
+                        ${arg:+--tasks ${arg//,/ }} &
+                done; wait ;;
         multi) OUT=$dir timeout $budget bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
         gputests) POPCORN_GPUS=${GPUTESTS_GPU:-1} timeout $budget python3 -m pytest -q -p no:cacheprovider -rA tests/agent/test_gpu_tools.py \
                   tests/test_hacks.py -k "gpu_tools or side_stream or cuda_event or honest or monkeypatch_timer_dynamic" ;;

@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from orchestrator.runner.shapes import default_shape  # noqa: E402
 
 
 def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -40,33 +43,22 @@ def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
     return oracles, references
 
 
-def reference_ms(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> float | None:
+def reference_measure(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> tuple[float | None, dict | None]:
+    """The reference's median and the default shape it was measured at (rows before 2026-11-30's
+    fourth session do not say their shape: None)."""
     row = oracles.get(pid)
     if row and row.get("reference_ms"):
-        return float(row["reference_ms"])
+        return float(row["reference_ms"]), row.get("default_shape")
     ref = references.get(pid)
-    return float(ref["default"]["median_ms"]) if ref else None
+    return (float(ref["default"]["median_ms"]), ref["default"].get("shape")) if ref else (None, None)
 
 
-def measured_shape(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> dict | None:
-    """The default shape a row was measured at (rows before 2026-11-30's fourth session lack it)."""
-    row = oracles.get(pid)
-    if row and row.get("reference_ms"):
-        return row.get("default_shape")
-    return (references.get(pid) or {}).get("default", {}).get("shape")
-
-
-def current_default(pid: str) -> dict:
-    sys.path.insert(0, str(REPO))
-    from orchestrator.runner.shapes import default_shape
-
-    return default_shape(json.loads((REPO / "problems" / pid / "manifest.json").read_text())["shapes"], "cuda")
-
-
-def is_current(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> bool | None:
-    """True/False when the row says its shape; None when it does not."""
-    shape = measured_shape(pid, oracles, references)
-    return None if shape is None else shape == current_default(pid)
+def is_current(pid: str, shape: dict | None) -> bool | None:
+    """Whether `shape` is the manifest's default today; None when the row did not say."""
+    if shape is None:
+        return None
+    manifest = json.loads((REPO / "problems" / pid / "manifest.json").read_text())
+    return shape == default_shape(manifest["shapes"], "cuda")
 
 
 def write_manifest(pid: str, value: float, known_shape: bool) -> bool:
@@ -93,8 +85,8 @@ def table(oracles: dict[str, dict], references: dict[str, dict]) -> str:
             "|---|---|---|---|---|---|---|"]
     for pid in sorted(set(oracles) | set(references)):
         o = oracles.get(pid)
-        ref = reference_ms(pid, oracles, references)
-        old = " (older default)" if is_current(pid, oracles, references) is False else ""
+        ref, shape = reference_measure(pid, oracles, references)
+        old = " (older default)" if is_current(pid, shape) is False else ""
         if o is None:
             rows.append(f"| {pid} | {fmt(ref, '.4g')}{old} | none | - | - | - | - |")
             continue
@@ -117,10 +109,12 @@ def main() -> int:
         return 2
     oracles, references = load(args.results)
     if args.write_manifests:
-        written = [pid for pid in sorted(set(oracles) | set(references))
-                   if (ms := reference_ms(pid, oracles, references))
-                   and is_current(pid, oracles, references) is not False
-                   and write_manifest(pid, ms, is_current(pid, oracles, references) is True)]
+        written = []
+        for pid in sorted(set(oracles) | set(references)):
+            ms, shape = reference_measure(pid, oracles, references)
+            current = is_current(pid, shape)
+            if ms and current is not False and write_manifest(pid, ms, known_shape=current is True):
+                written.append(pid)
         print(f"reference_h200_ms written into {len(written)} manifests", file=sys.stderr)
     print(table(oracles, references))
     return 0

@@ -94,8 +94,8 @@ def main() -> int:
     if args.build_only:
         stem = "translation_builds" if not multi else "translation_builds_multi"
         (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
-        return 0 if all(all(b["ok"] for b in e.get("builds", {"x": {"ok": False}}).values())
-                        for e in report["tasks"].values()) else 1
+        built = all("builds" in e and all(b["ok"] for b in e["builds"].values()) for e in report["tasks"].values())
+        return 0 if built else 1
     for task in tasks:
         entry = report["tasks"][task.id]
         if "builds_error" in entry:

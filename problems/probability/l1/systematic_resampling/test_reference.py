@@ -121,11 +121,7 @@ def host_bytes(s):
 
 
 def test_stress_shapes_fit_host_memory():
-    from orchestrator.runner.shapes import boundary_shape, stress_shapes
     shape = case.small_shape()
     inputs, outputs = case.run(shape)
     assert host_bytes(shape) == sum(t.numel() * t.element_size() for t in (*inputs, *outputs))
-    params, constraints = case.manifest["shapes"], case.manifest["constraints"]
-    shapes = [boundary_shape(params, constraints, "max", "cuda", seed) for seed in range(20)]
-    shapes += [s for seed in range(50) for s in stress_shapes(params, constraints, 8, seed, "cuda")]
-    assert max(host_bytes(s) for s in shapes) <= 2 * 2**30  # the 32 GiB sandbox holds ~7x (measured)
+    assert max(host_bytes(s) for s in case.gpu_stress_shapes()) <= 2 * 2**30  # the 32 GiB sandbox holds ~7x (measured)
