@@ -92,3 +92,12 @@ def test_degeneracy():
 
 def test_tolerance_calibrated():
     case.check_calibration(case.small_shape())
+
+
+def test_inputs_are_a_function_of_the_seed():
+    """The calibration above compares two reference runs on inputs drawn twice from one seed: a
+    repeated duplicate target once made those draws differ (8 of 80 top-k indices in one CI run)."""
+    shape = case.small_shape()
+    first = case.problem.inputs(shape, 0, "cpu")
+    for _ in range(10):
+        assert all(torch.equal(a, b) for a, b in zip(first, case.problem.inputs(shape, 0, "cpu")))
