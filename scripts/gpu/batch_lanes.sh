@@ -10,7 +10,7 @@
 #          references[:GLOB] reference times at the default shape of problems without an oracle, GPU 1
 #          agent            the mt-all tools through the oracle:tools agent on GPU 1
 #          docker           dockerd + images + hardened GPU containers (scripts/gpu/docker_on_device.sh)
-#          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids)
+#          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids); translation0 on GPU 0
 #          repeat[:ID]      repeatability (10 evaluations) and ncu agreement (REPEAT_NCU=0 skips it) on one oracle, GPU 1
 #                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
@@ -22,6 +22,8 @@
 #          tbuild[:IDS]     translation builds only (all sides of single and multi tasks, niced), into
 #                           ./.cache, which a warm machine keeps for the next call's translation/multi lanes
 #          gputests         the GPU-marked agent tool test and the GPU hack fixtures on GPU 1
+#          waitfor:LANES    waits until the named lanes (comma-separated) of other groups have ended, e.g.
+#                           waitfor:repeat+oracles0 keeps the host quiet while repeat times
 # LANE_S (default 540) bounds every lane, counted from the start of the call. Lists of ids (oracles0:@.lanes/list.txt) and measured
 # ceilings (.lanes/ceilings.json, reused instead of measuring again) live in the ignored .lanes/:
 # pass ".lanes" in the run's carry.
@@ -40,6 +42,7 @@ leftovers() {
       pgrep -af 'popcorn-sbx|orchestrator|translation_verify|verify_core' | grep -v "^$$ " ; } >> $L/leftovers.txt 2>&1
     pkill -9 -f 'popcorn-sbx|python3 -m orchestrator|verify_core.py|translation_verify.py' 2>/dev/null || true
 }
+rm -f $L/*/ended  # a warm machine keeps /tmp/lanes: only this call's lanes count for waitfor
 leftovers
 if [ -f .lanes/ceilings.json ]; then cp .lanes/ceilings.json $L/ceilings/  # measured by an earlier call on this kind
 else OUT=$L/ceilings python3 scripts/gpu/verify_core.py ceilings >/dev/null 2>&1; fi
@@ -57,7 +60,8 @@ lane() {  # lane NAME ARG
                "${AGENT_LOCAL_PROBLEMS:-$AGENT_PROBLEMS}" local ;;
         docker) OUT=$dir ORACLE_BUDGET_S=120 AGENT_PROBLEMS=$AGENT_PROBLEMS POPCORN_STRESS=2 \
                 timeout $budget bash scripts/gpu/docker_on_device.sh ;;
-        translation) OUT=$dir timeout $budget bash scripts/gpu/translation_verify.sh --gpus 1 --stress 4 \
+        translation|translation0|translation1) gpu=${name#translation}
+                     OUT=$dir timeout $budget bash scripts/gpu/translation_verify.sh --gpus ${gpu:-1} --stress 4 \
                      ${arg:+--tasks ${arg//,/ }} ;;
         repeat) OUT=$dir POPCORN_GPUS=1 timeout ${REPEAT_S:-300} python3 scripts/gpu/verify_core.py repeat ${arg:-$REPEAT} 10
                 [ "${REPEAT_NCU:-1}" = 1 ] && OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
@@ -74,9 +78,13 @@ lane() {  # lane NAME ARG
         multi) OUT=$dir timeout $budget bash scripts/gpu/translation_verify_multi.sh --stress 3 ${arg:+--tasks ${arg//,/ }} ;;
         gputests) POPCORN_GPUS=${GPUTESTS_GPU:-1} timeout $budget python3 -m pytest -q -p no:cacheprovider -rA tests/agent/test_gpu_tools.py \
                   tests/test_hacks.py -k "gpu_tools or side_stream or cuda_event or honest or monkeypatch_timer_dynamic" ;;
+        waitfor) for other in ${arg//,/ }; do
+                     until [ -f $L/$other/ended ] || [ $(date +%s) -ge $END ]; do sleep 2; done
+                 done ;;
         *) echo "unknown lane $name" ;;
     esac > $dir/lane.log 2>&1
     echo "== $(date +%T) lane $name exit $?"
+    touch $dir/ended
     for f in $dir/*.jsonl; do [ -f "$f" ] && cat "$f" >> $FINAL_OUT/$name.jsonl; done
 }
 run_specs() {  # A+B: lanes A then B, one after the other (e.g. a quiet repeat before translation on GPU 1)
@@ -85,6 +93,7 @@ run_specs() {  # A+B: lanes A then B, one after the other (e.g. a quiet repeat b
 }
 for group in "$@"; do run_specs "$group" & done
 wait
+rm -f $L/*/ended  # a warm machine keeps /tmp/lanes: only this call's lanes count for waitfor
 leftovers
 tar -C $L -czf $FINAL_OUT/lanes.tar.gz --exclude='*.so' --exclude='cache' --exclude='root-*' . 2>/dev/null
 ls -la $FINAL_OUT; du -sh $FINAL_OUT/lanes.tar.gz
