@@ -39,8 +39,14 @@ try:
 except (OSError, ValueError):
     print(json.dumps({"problem": pid, "status": "no_record", "exit": rc}))
     raise SystemExit
-t = r["stages"].get("timing", {})
-print(json.dumps({"problem": pid, "status": r["status"], "exit": rc, "failure_class": r["failure_class"],
+t, stress = r["stages"].get("timing", {}), r["stages"].get("stress", {})
+# kind "oracle" with the fields of verify_core.py's rows: record_results.py tabulates these too and
+# writes the reference time (max over ranks of the per-rank median) measured at the default shape
+print(json.dumps({"kind": "oracle", "problem": pid, "status": r["status"], "exit": rc,
+                  "failure": r["failure_class"], "failure_class": r["failure_class"],
+                  "default_shape": r["stages"].get("correctness", {}).get("shape"),
+                  "stress_n": sum(x["passed"] for x in stress.get("trials", [])) if stress else None,
+                  "ci95": t.get("speedup_ci95"),
                   "failure_detail": r["failure_detail"][:500], "world_size": r["stages"].get("load", {}).get("world_size"),
                   "stress": f"{sum(x['passed'] for x in r['stages'].get('stress', {}).get('trials', []))}/"
                             f"{r['stages'].get('stress', {}).get('n')}",
