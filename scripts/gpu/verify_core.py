@@ -159,10 +159,15 @@ def repeat(problem: str, n: int) -> None:
     for i in range(n):
         out = subprocess.run([sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
                               str(oracle), "--device", "cuda", "--stress", "0", "--sandbox", "local", "--json"],
-                             capture_output=True, text=True, cwd=REPO)
+                             capture_output=True, text=True, cwd=REPO,
+                             # no ncu counter replay: it is not what this measures, and each evaluation took 56 s with it
+                             env={**os.environ, "POPCORN_COUNTERS": "false"})
         record = json.loads(out.stdout)
         medians.append(record["stages"]["timing"]["candidate"]["median_ms"])
         print(f"run {i}: {medians[-1]:.5f} ms", flush=True)
+        append("repeat_runs.jsonl", {"kind": "repeat_run", "problem": problem, "run": i, "median_ms": medians[-1],
+                                     "stage_s": {k: v.get("stage_wall_s", v.get("wall_s"))
+                                                 for k, v in record["stages"].items() if isinstance(v, dict)}})
     cv = statistics.pstdev(medians) / statistics.fmean(medians)
     row = {"problem": problem, "runs": n, "medians_ms": medians, "cv_of_median": cv}
     append("results.jsonl", {"kind": "repeatability", **row})
