@@ -25,7 +25,10 @@ def pack_nibbles(values: torch.Tensor, dim: int) -> torch.Tensor:
     words = torch.zeros((v.shape[0] // 8, *v.shape[1:]), dtype=torch.int64)
     for t in range(8):
         words |= v[t::8] << (4 * t)
-    return (words - ((words >> 31) << 32)).to(torch.int32).movedim(0, dim)  # the uint32 bits as int32
+    # The uint32 bits as int32. contiguous(): the kernels read the buffer row-major (entry.h);
+    # movedim alone leaves a view whose memory is the transpose (packed along N it was
+    # [N/8, K/128] in memory, and both kernels read unrelated zero points).
+    return (words - ((words >> 31) << 32)).to(torch.int32).movedim(0, dim).contiguous()
 
 
 def unpack_nibbles(words: torch.Tensor, dim: int) -> torch.Tensor:
