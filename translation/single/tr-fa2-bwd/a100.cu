@@ -15,6 +15,7 @@
 #define FLASHATTENTION_DISABLE_LOCAL
 #define FLASHATTENTION_DISABLE_UNEVEN_K
 #include "entry.h"
+#include "popcorn_scratch.h"
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -27,26 +28,7 @@ namespace {
 
 int round_multiple(int x, int m) { return (x + m - 1) / m * m; }
 
-// Grow-only device scratch, kept for the life of the process.
-struct Scratch {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  cudaError_t reserve(size_t need, cudaStream_t stream) {
-    if (need <= bytes) return cudaSuccess;
-    if (ptr != nullptr) {
-      cudaError_t err = cudaStreamSynchronize(stream);  // earlier calls may still use the old buffer
-      if (err != cudaSuccess) return err;
-      cudaFree(ptr);
-      ptr = nullptr;
-      bytes = 0;
-    }
-    cudaError_t err = cudaMalloc(&ptr, need);
-    if (err == cudaSuccess) bytes = need;
-    return err;
-  }
-};
-
-Scratch scratch;
+popcorn::Scratch scratch;  // grow-only, kept across calls (popcorn_scratch.h)
 
 flash::Flash_bwd_params make_params(int batch, int seqlen, int heads, int head_dim, const void* Q, const void* K,
                                     const void* V, const void* O, const void* dO, const float* lse, void* dQ,

@@ -11,6 +11,7 @@
 // fp32 dQ accumulator, cleared by FmhaBwd::run on every call) is a grow-only device buffer kept
 // across calls, so allocation is never timed.
 #include "entry.h"
+#include "popcorn_scratch.h"
 #include <cstdio>
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -26,26 +27,7 @@ using Element = cutlass::half_t;
 template <class HeadDim, class Fusion>
 using FmhaBwd = cutlass::fmha::device::FmhaBwd<Element, float, Shape<_64, _128, HeadDim>, Fusion>;
 
-// Grow-only device scratch, kept for the life of the process.
-struct Scratch {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  cudaError_t reserve(size_t need, cudaStream_t stream) {
-    if (need <= bytes) return cudaSuccess;
-    if (ptr != nullptr) {
-      cudaError_t err = cudaStreamSynchronize(stream);  // earlier calls may still use the old buffer
-      if (err != cudaSuccess) return err;
-      cudaFree(ptr);
-      ptr = nullptr;
-      bytes = 0;
-    }
-    cudaError_t err = cudaMalloc(&ptr, need);
-    if (err == cudaSuccess) bytes = need;
-    return err;
-  }
-};
-
-Scratch scratch;
+popcorn::Scratch scratch;  // grow-only, kept across calls (popcorn_scratch.h)
 
 struct Problem {
   int batch, seqlen, heads, head_dim;
