@@ -14,7 +14,8 @@
 #          repeat[:ID]      repeatability (10 evaluations) and ncu agreement (REPEAT_NCU=0 skips it) on one oracle, GPU 1
 #                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
-#          executors        Popcorn2 oracle pass on two GPUs, then on one (both GPUs)
+#          executors[:GLOBS] Popcorn2 oracle pass on two GPUs, then on one (both GPUs); GLOBS (comma-separated)
+#                           picks a set small enough that both passes finish it: the ratio is then of the same episodes
 #          script:PATH      a Python script on one GPU (SCRIPT_GPU, default 1), e.g. scripts/gpu/csr_spmm_probe.py
 #          pass             issue 5's whole Popcorn2 pass on one GPU (PASS_GPU, default 0), resumed by
 #                           the next call on a warm machine until complete (scripts/gpu/popcorn2_pass.sh)
@@ -69,7 +70,7 @@ lane() {  # lane NAME ARG
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         script) OUT=$dir CUDA_VISIBLE_DEVICES=${SCRIPT_GPU:-1} timeout $budget python3 $arg ;;
         pass) OUT=$dir PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
-        executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "" ${PASS_S:-90} ;;
+        executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "$arg" ${PASS_S:-90} ;;
         tbuild) for track in translation-single translation-multi; do
                     POPCORN_CACHE_DIR=$PWD/.cache nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py \
                         --build-only --track $track --jobs 12 --pins-dir .carry/translation-pins --out $dir \
