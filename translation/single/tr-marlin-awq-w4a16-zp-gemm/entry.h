@@ -1,4 +1,4 @@
-// PopcornBench glue (not upstream code): the entry point of tr-marlin-awq-w4a16-zp-gemm.
+// PopcornBench glue (not upstream code): the entry points of tr-marlin-awq-w4a16-zp-gemm.
 //
 // C = A @ W, W dequantized from unsigned 4-bit weights with fp16 group scales and 4-bit group
 // zero points (AWQ-style asymmetric quantization, group size 128 along K):
@@ -12,14 +12,29 @@
 //    z(g, 8*w + t), an unsigned value in 0..15.
 // C: M x N fp16 row-major (leading dimension N).
 // N is a multiple of 256, K a multiple of 128, M >= 1 is arbitrary. All pointers are device
-// pointers, 16-byte aligned. These are the layouts vLLM loads checkpoints in (weights packed
-// along K, zero points along N); they arrive at every call: a kernel that wants another
-// layout (Marlin's tiles and permuted zero points, or one made for Hopper's tensor cores)
-// converts them in the call, as the A100 adapter does. Returns a cudaError_t value
-// (0 = success); launches on `stream`.
+// pointers, 16-byte aligned (`packed`: 256-byte aligned). These are the layouts vLLM loads
+// checkpoints in (weights packed along K, zero points along N).
+//
+// Two calls, as a deployment runs them (vLLM converts quantized weights once, at load time):
+// 1. popcorn_w4a16_zp_prepare, once per weight, NOT timed: read Q, scales and zeros and write
+//    whatever layout your kernel wants (Marlin's tiles and permuted zero points, or one made
+//    for Hopper's tensor cores) into `packed`, popcorn_w4a16_zp_packed_bytes(n, k) bytes of
+//    device memory that are yours (the bytes of Q and zeros plus twice those of scales, plus
+//    1 KiB). Q, scales and zeros must stay unchanged.
+// 2. popcorn_w4a16_zp_gemm, timed: C from A and `packed` alone (a fresh copy of what prepare
+//    wrote, at another address every call).
+// Both return a cudaError_t value (0 = success) and launch on `stream`.
 #pragma once
 #include <cuda_runtime.h>
+#include <stddef.h>
 #include <stdint.h>
 
-extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const uint32_t* Q, const void* scales,
-                                     const uint32_t* zeros, void* C, cudaStream_t stream);
+static inline size_t popcorn_w4a16_zp_packed_bytes(int n, int k) {
+  return static_cast<size_t>(k) * n / 2 + static_cast<size_t>(k / 128) * (n / 2) +
+         2 * (static_cast<size_t>(k / 128) * n * 2) + 1024;
+}
+
+extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const void* scales, const uint32_t* zeros,
+                                        void* packed, cudaStream_t stream);
+extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
+                                     cudaStream_t stream);

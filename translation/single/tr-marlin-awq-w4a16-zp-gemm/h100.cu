@@ -1,11 +1,12 @@
 // PopcornBench glue: vLLM's Machete (CUTLASS 3.x mixed-input GEMM for sm90: TMA + wgmma with
 // the weights upconverted in registers, warp-specialized cooperative kernel with stream-K) as
 // the H100 reference, called as vLLM's MacheteLinearKernel calls it for uint4 weights with
-// group zero points, fp16 activations and group size 128: machete_prepack_B on the
-// K-contiguous weights (w_q.t().contiguous().t() in vLLM; a transpose kernel here), zero
-// points pre-scaled to -(s * z) (transform_w_zp), then machete_mm, whose generated dispatch
-// (machete_mm_dispatch.cu) picks the tile schedule from M, N and K. All of it runs at every
-// call (entry.h). vLLM's torch::Tensor code runs over the Marlin tasks' torch shim.
+// group zero points, fp16 activations and group size 128. popcorn_w4a16_zp_prepare does what
+// MacheteLinearKernel does once at load time: machete_prepack_B on the K-contiguous weights
+// (w_q.t().contiguous().t() in vLLM; a transpose kernel here) and the zero points pre-scaled
+// to -(s * z) (transform_w_zp), kept with a copy of the scales; popcorn_w4a16_zp_gemm is the
+// timed machete_mm, whose generated dispatch (machete_mm_dispatch.cu) picks the tile schedule
+// from M, N and K. vLLM's torch::Tensor code runs over the Marlin tasks' torch shim.
 //
 // Only the fp16 x uint4 kernels with zero points are compiled: the dispatch's declarations of
 // the other type combinations' kernels are made weak (they need no definition), the other
@@ -76,25 +77,56 @@ using PrepackedLayoutB =
                                       cutlass::layout::ColumnMajor, cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
 }  // namespace
 
-extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const uint32_t* Q, const void* scales,
-                                     const uint32_t* zeros, void* C, cudaStream_t stream) {
+namespace {
+// packed: Machete's prepacked weights (as many bytes as Q), a copy of the scales and the
+// pre-scaled zero points (K/128 x N fp16 each).
+struct Layout {
+  size_t weights, scales, zeros;  // byte offsets
+  Layout(int n, int k)
+      : weights(0),
+        scales(static_cast<size_t>(k) * n / 2),
+        zeros(scales + static_cast<size_t>(k / 128) * n * sizeof(__half)) {}
+};
+}  // namespace
+
+extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const void* scales, const uint32_t* zeros,
+                                        void* packed, cudaStream_t stream) {
   popcorn::StreamScope on(stream);
   popcorn::reset_pool();
   try {
     int dev = popcorn::current_device();
     const int groups = k / 128;
+    const Layout off(n, k);
+    char* out = static_cast<char*>(packed);
     torch::Tensor qt = torch::empty({n, k / 8}, torch::TensorOptions().dtype(torch::kInt));
     popcorn::launch_transpose_u32(Q, qt.data_ptr<uint32_t>(), k / 8, n, stream);
     torch::Tensor b(qt.data_ptr(), torch::kInt, {k / 8, n}, {1, k / 8}, dev);  // [K/8, N], K-contiguous
     torch::Tensor b_packed = machete::prepack_impl<PrepackedLayoutB>(b);
-    torch::Tensor zp = torch::empty({groups, n}, torch::TensorOptions().dtype(torch::kHalf));
-    popcorn::launch_machete_prescaled_zeros(zeros, static_cast<const __half*>(scales), zp.data_ptr<__half>(), groups, n,
-                                            stream);
+    cudaMemcpyAsync(out + off.weights, b_packed.data_ptr(), off.scales, cudaMemcpyDeviceToDevice, stream);
+    cudaMemcpyAsync(out + off.scales, scales, static_cast<size_t>(groups) * n * sizeof(__half),
+                    cudaMemcpyDeviceToDevice, stream);
+    popcorn::launch_machete_prescaled_zeros(zeros, static_cast<const __half*>(scales),
+                                            reinterpret_cast<__half*>(out + off.zeros), groups, n, stream);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaPeekAtLastError());
+}
 
+extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
+                                     cudaStream_t stream) {
+  popcorn::StreamScope on(stream);
+  popcorn::reset_pool();
+  try {
+    int dev = popcorn::current_device();
+    const int groups = k / 128;
+    const Layout off(n, k);
+    char* base = static_cast<char*>(const_cast<void*>(packed));
+    torch::Tensor b_packed(base + off.weights, torch::kInt, {k / 8, n}, {}, dev);  // prepack_impl's output
     torch::Tensor a(const_cast<void*>(A), torch::kHalf, {m, k}, {}, dev);
-    std::optional<torch::Tensor> group_scales = torch::Tensor(const_cast<void*>(scales), torch::kHalf, {groups, n}, {},
-                                                              dev);
-    std::optional<torch::Tensor> group_zeros = zp;
+    std::optional<torch::Tensor> group_scales = torch::Tensor(base + off.scales, torch::kHalf, {groups, n}, {}, dev);
+    std::optional<torch::Tensor> group_zeros = torch::Tensor(base + off.zeros, torch::kHalf, {groups, n}, {}, dev);
     std::optional<torch::Tensor> none;
     std::optional<at::ScalarType> out_type;
     popcorn::place_next_empty(C, static_cast<size_t>(m) * n * sizeof(__half));  // run_impl's output D

@@ -3,7 +3,9 @@
 Storage (see entry.h): A [M, K] fp16 row-major; Q [K/8, N] int32 packed along K (nibble t of
 Q[r, j] holds q(8r + t, j) in 0..15); scales [K/128, N] fp16; zeros [K/128, N/8] int32 packed
 along N (nibble t of zeros[g, w] holds z(g, 8w + t) in 0..15); C [M, N] fp16 row-major, filled
-with NaN. W = (q - z[k // 128]) * scales[k // 128].
+with NaN. W = (q - z[k // 128]) * scales[k // 128]. `prepare` runs the library's
+popcorn_w4a16_zp_prepare once per weight, untimed (vLLM converts at load time), into a buffer
+of `packed_bytes` that the timed popcorn_w4a16_zp_gemm reads.
 """
 from __future__ import annotations
 
@@ -15,8 +17,12 @@ import torch
 
 GROUP = 128
 OUTPUTS = (4,)  # C; the other inputs must stay unchanged
+# popcorn_w4a16_zp_gemm(m, n, k, A, packed, C, stream)
 ARGTYPES = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            ctypes.c_void_p]
+PREPARE_SYMBOL = "popcorn_w4a16_zp_prepare"  # (n, k, Q, scales, zeros, packed, stream)
+PREPARE_ARGTYPES = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                    ctypes.c_void_p]
 
 
 def pack_nibbles(values: torch.Tensor, dim: int) -> torch.Tensor:
@@ -51,11 +57,32 @@ def get_inputs(shape: dict[str, Any], generator: torch.Generator, device: str) -
             pack_nibbles(z, 1).to(device), c.half().to(device))
 
 
-def launch(entry: Any, inputs: tuple[torch.Tensor, ...], stream: int) -> torch.Tensor:
+def packed_bytes(n: int, k: int) -> int:
+    """entry.h popcorn_w4a16_zp_packed_bytes: the bytes of Q and zeros plus twice those of
+    scales, plus 1 KiB."""
+    groups = k // GROUP
+    return k * n // 2 + groups * (n // 2) + 2 * groups * n * 2 + 1024
+
+
+def prepare(library: Any, inputs: tuple[torch.Tensor, ...], stream: int) -> tuple[torch.Tensor, ...]:
+    """Untimed, once per weight: the library's popcorn_w4a16_zp_prepare fills `packed`.
+    Returns what `launch` takes: the inputs and `packed`."""
     a, qweight, scales, qzeros, c = inputs
+    k, n = a.shape[1], qweight.shape[1]
+    packed = torch.zeros(packed_bytes(n, k), dtype=torch.uint8, device=a.device)
+    fn = getattr(library, PREPARE_SYMBOL)
+    fn.argtypes, fn.restype = PREPARE_ARGTYPES, ctypes.c_int
+    rc = fn(n, k, qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), packed.data_ptr(), stream)
+    if rc != 0:
+        raise RuntimeError(f"{PREPARE_SYMBOL} returned cudaError {rc}")
+    return (*inputs, packed)
+
+
+def launch(entry: Any, inputs: tuple[torch.Tensor, ...], stream: int) -> torch.Tensor:
+    a, qweight, scales, qzeros, c, packed = inputs
     m, k = a.shape
     n = qweight.shape[1]
-    rc = entry(m, n, k, a.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), c.data_ptr(), stream)
+    rc = entry(m, n, k, a.data_ptr(), packed.data_ptr(), c.data_ptr(), stream)
     if rc != 0:
         raise RuntimeError(f"popcorn_w4a16_zp_gemm returned cudaError {rc}")
     return c

@@ -1,11 +1,12 @@
 // PopcornBench glue: vLLM's Machete (CUTLASS 3.x mixed-input GEMM for sm90: TMA + wgmma with
 // the weights upconverted in registers, warp-specialized cooperative kernel with stream-K) as
 // the H100 reference, called as vLLM's MacheteLinearKernel calls it for uint4b8 weights, fp16
-// activations and group size 128: machete_prepack_B on the K-contiguous weights
-// (w_q.t().contiguous().t() in vLLM; a transpose kernel here), then machete_mm, whose
-// generated dispatch (machete_mm_dispatch.cu) picks the tile schedule from M, N and K.
-// Both steps run at every call (entry.h). vLLM's torch::Tensor code runs unchanged over this
-// task's torch shim (popcorn_marlin_torch.h: views of the raw buffers, no libtorch).
+// activations and group size 128. popcorn_w4a16_prepare does what MacheteLinearKernel does
+// once at load time: machete_prepack_B on the K-contiguous weights (w_q.t().contiguous().t()
+// in vLLM; a transpose kernel here), and keeps the scales next to them; popcorn_w4a16_gemm is
+// the timed machete_mm, whose generated dispatch (machete_mm_dispatch.cu) picks the tile
+// schedule from M, N and K. vLLM's torch::Tensor code runs unchanged over this task's torch
+// shim (popcorn_marlin_torch.h: views of the raw buffers, no libtorch).
 //
 // Only the fp16 x uint4b8 kernels are compiled: the dispatch's declarations of the other
 // type combinations' kernels (defined in the other generated impl files) are made weak, so
@@ -54,8 +55,13 @@ using PrepackedLayoutB =
                                       cutlass::layout::ColumnMajor, cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
 }  // namespace
 
-extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const uint32_t* Q, const void* scales, void* C,
-                                  cudaStream_t stream) {
+namespace {
+// packed: Machete's prepacked weights (as many bytes as Q), then a copy of the scales.
+size_t weight_bytes(int n, int k) { return static_cast<size_t>(k) * n / 2; }
+}  // namespace
+
+extern "C" int popcorn_w4a16_prepare(int n, int k, const uint32_t* Q, const void* scales, void* packed,
+                                     cudaStream_t stream) {
   popcorn::StreamScope on(stream);
   popcorn::reset_pool();
   try {
@@ -64,10 +70,28 @@ extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const uint
     popcorn::launch_transpose_u32(Q, qt.data_ptr<uint32_t>(), k / 8, n, stream);
     torch::Tensor b(qt.data_ptr(), torch::kInt, {k / 8, n}, {1, k / 8}, dev);  // [K/8, N], K-contiguous
     torch::Tensor b_packed = machete::prepack_impl<PrepackedLayoutB>(b);
+    char* out = static_cast<char*>(packed);
+    cudaMemcpyAsync(out, b_packed.data_ptr(), weight_bytes(n, k), cudaMemcpyDeviceToDevice, stream);
+    cudaMemcpyAsync(out + weight_bytes(n, k), scales, static_cast<size_t>(k / 128) * n * sizeof(__half),
+                    cudaMemcpyDeviceToDevice, stream);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaPeekAtLastError());
+}
 
+extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
+                                  cudaStream_t stream) {
+  popcorn::StreamScope on(stream);
+  popcorn::reset_pool();
+  try {
+    int dev = popcorn::current_device();
+    char* base = static_cast<char*>(const_cast<void*>(packed));
+    torch::Tensor b_packed(base, torch::kInt, {k / 8, n}, {}, dev);  // prepack_impl's output: [K/8, N] contiguous
     torch::Tensor a(const_cast<void*>(A), torch::kHalf, {m, k}, {}, dev);
-    std::optional<torch::Tensor> group_scales = torch::Tensor(const_cast<void*>(scales), torch::kHalf, {k / 128, n}, {},
-                                                              dev);
+    std::optional<torch::Tensor> group_scales = torch::Tensor(base + weight_bytes(n, k), torch::kHalf, {k / 128, n},
+                                                              {}, dev);
     std::optional<torch::Tensor> none;
     std::optional<at::ScalarType> out_type;
     popcorn::place_next_empty(C, static_cast<size_t>(m) * n * sizeof(__half));  // run_impl's output D

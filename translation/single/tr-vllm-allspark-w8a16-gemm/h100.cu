@@ -1,12 +1,13 @@
 // PopcornBench glue: vLLM's Machete (CUTLASS 3.x mixed-input GEMM for sm90: TMA + wgmma with
 // the uint8 weights upconverted in registers, warp-specialized cooperative kernel with
 // stream-K) as the H100 reference, called as vLLM's MacheteLinearKernel calls it for
-// uint8b128 weights with one scale per channel and fp16 activations: machete_prepack_B on
-// the K-contiguous weights (w_q.t().contiguous().t() in vLLM; a byte transpose kernel here),
-// then machete_mm with group scales [1, N] and group size K, whose generated dispatch
-// (machete_mm_dispatch.cu) picks the tile schedule from M, N and K. Both steps run at every
-// call (entry.h), as the A100 side repacks at every call. The Machete build is the one of
-// tr-marlin-gptq-w4a16-gemm (its torch shim; the dispatch's other kernels declared weak).
+// uint8b128 weights with one scale per channel and fp16 activations. popcorn_w8a16_prepare
+// does what MacheteLinearKernel does once at load time: machete_prepack_B on the K-contiguous
+// weights (w_q.t().contiguous().t() in vLLM; a byte transpose kernel here), kept with a copy
+// of the scales; popcorn_w8a16_gemm is the timed machete_mm with group scales [1, N] and group
+// size K, whose generated dispatch (machete_mm_dispatch.cu) picks the tile schedule from M, N
+// and K. The Machete build is the one of tr-marlin-gptq-w4a16-gemm (its torch shim; the
+// dispatch's other kernels declared weak).
 //
 // Only the fp16 x uint8b128 kernels are compiled: they sit in machete_mm_impl_part2.cu (eight
 // schedules) and machete_mm_impl_part3.cu (the 256x16 schedule); the other kernels of those
@@ -94,21 +95,45 @@ using PrepackedLayoutB =
                                       cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
 }  // namespace popcorn_allspark
 
-extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const uint8_t* Q, const void* scales, void* C,
-                                  cudaStream_t stream) {
+namespace popcorn_allspark {
+// packed: Machete's prepacked weights (as many bytes as Q), then a copy of the scales.
+size_t weight_bytes(int n, int k) { return static_cast<size_t>(k) * n; }
+}  // namespace popcorn_allspark
+
+extern "C" int popcorn_w8a16_prepare(int n, int k, const uint8_t* Q, const void* scales, void* packed,
+                                     cudaStream_t stream) {
   popcorn::StreamScope on(stream);
   popcorn::reset_pool();
   try {
     int dev = popcorn::current_device();
+    char* out = static_cast<char*>(packed);
     // [K, N] bytes -> [N, K] bytes = [N, K/4] int32, seen as the [K/4, N] K-contiguous B
     torch::Tensor qt = torch::empty({n, k / 4}, torch::TensorOptions().dtype(torch::kInt));
     dim3 grid((n + 31) / 32, (k + 31) / 32);
     popcorn_allspark::transpose_u8<<<grid, dim3(32, 8), 0, stream>>>(Q, static_cast<uint8_t*>(qt.data_ptr()), k, n);
     torch::Tensor b(qt.data_ptr(), torch::kInt, {k / 4, n}, {1, k / 4}, dev);
     torch::Tensor b_packed = machete::prepack_impl<popcorn_allspark::PrepackedLayoutB>(b);
+    cudaMemcpyAsync(out, b_packed.data_ptr(), popcorn_allspark::weight_bytes(n, k), cudaMemcpyDeviceToDevice, stream);
+    cudaMemcpyAsync(out + popcorn_allspark::weight_bytes(n, k), scales, static_cast<size_t>(n) * sizeof(__half),
+                    cudaMemcpyDeviceToDevice, stream);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaPeekAtLastError());
+}
 
+extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
+                                  cudaStream_t stream) {
+  popcorn::StreamScope on(stream);
+  popcorn::reset_pool();
+  try {
+    int dev = popcorn::current_device();
+    char* base = static_cast<char*>(const_cast<void*>(packed));
+    torch::Tensor b_packed(base, torch::kInt, {k / 4, n}, {}, dev);  // prepack_impl's output: [K/4, N] contiguous
     torch::Tensor a(const_cast<void*>(A), torch::kHalf, {m, k}, {}, dev);
-    std::optional<torch::Tensor> group_scales = torch::Tensor(const_cast<void*>(scales), torch::kHalf, {1, n}, {}, dev);
+    std::optional<torch::Tensor> group_scales =
+        torch::Tensor(base + popcorn_allspark::weight_bytes(n, k), torch::kHalf, {1, n}, {}, dev);
     std::optional<torch::Tensor> none;
     std::optional<at::ScalarType> out_type;
     popcorn::place_next_empty(C, static_cast<size_t>(m) * n * sizeof(__half));  // run_impl's output D
