@@ -6,8 +6,12 @@
 // then Flux's CUDA-IPC barrier (src/cuda/cudaipc_barrier_all.cu), then the sum over the
 // world_size slots (a torch .sum(1) in Flux; our small kernel here, fp32 accumulation).
 // Tile 128x128x32, 3 stages (Flux's sm80 TP8 NVLink tuning for bf16 RCR); the other
-// hyper-parameters are Flux's defaults (materialize_hparams).
+// hyper-parameters are Flux's defaults (materialize_hparams). Flux runs under torchrun, whose
+// LOCAL_RANK / LOCAL_WORLD_SIZE its swizzle reads on every call; the adapter exports them
+// (flux_local_ranks.h); without them every call after the first rotates its tiles by stack
+// garbage (our diagnosis of the rank that hung in its second call on the H200).
 #include "entry.h"
+#include "flux_local_ranks.h"
 #include <cute/container/tuple.hpp>
 namespace bytedance::flux {
 // flux.h defines this after the comparator that applies it to nested cute::tuples; host
@@ -66,6 +70,8 @@ extern "C" int popcorn_gemm_rs(int rank, int world_size, int m, int n, int k_loc
   using namespace bytedance::flux;
   try {
     cudaError_t err;
+    // Before anything builds Flux's swizzle (get_workspace_size does too): see flux_local_ranks.h.
+    if (popcorn_flux_export_local_ranks(rank, world_size) != 0) return static_cast<int>(cudaErrorUnknown);
     if (state == nullptr) {
       state = new State();
       int least, greatest;
