@@ -5,7 +5,9 @@ library (candidate, H100 reference, A100 baseline) runs as one process per GPU
 (rankworker.py), ranks share buffers through CUDA IPC (shared.py), each rank's inputs
 come from the trial seed and its rank, and every rank's output is compared with the
 fp64 reference computed here from all ranks' inputs. Timing releases all ranks
-together for every iteration and takes, per iteration, the slowest rank's time.
+together for every iteration (a spinning barrier on shared memory, rankworker.SpinRelease)
+and takes, per iteration, the slowest rank's time; the timing stage reports how far apart
+the ranks were released (`release_skew_us`).
 
 The glue (task.py) of a multi-GPU task defines ARGTYPES, OUTPUTS, SHARED (name ->
 bytes(shape, world_size) of each per-rank buffer peers can address),
@@ -15,6 +17,7 @@ world_size pointers, and reference(all_inputs, rank).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
@@ -47,6 +50,7 @@ class RankGroup:
         self.role, self.timeout = role, timeout_s
         self.world_size = int(job["world_size"])
         self.barrier = ctx.Barrier(self.world_size)
+        self.release = ctx.RawArray(ctypes.c_int64, self.world_size + 1)  # SpinRelease: generations, abort
         from orchestrator.translation import rankworker
 
         self.conns, self.procs = [], []
@@ -54,7 +58,7 @@ class RankGroup:
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=rankworker.serve_rank, daemon=True,
                                args=(child, job, library, rank, self.barrier,
-                                     os.path.join(log_dir, f"{role}.rank{rank}.log")))
+                                     os.path.join(log_dir, f"{role}.rank{rank}.log"), self.release))
             proc.start()
             child.close()
             self.conns.append(parent)
@@ -158,6 +162,7 @@ class MultiJudge:
         self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-trm-")
         os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[RankGroup] = []
+        self.skews: dict[str, list[float]] = {}  # role -> release skew (us) of every timed iteration
 
     def shared_sizes(self) -> dict[str, int]:
         """Each shared buffer sized for the largest shape this run will use (allocated once)."""
@@ -232,8 +237,20 @@ class MultiJudge:
         msgs = [{"op": "time", "input_sets": [s[rank] for s in sets], "iters": iters, "warmup": warmup}
                 for rank in range(self.world_size)]
         replies = group.call_all(msgs, "time", self.timeout * 4 + iters * 10)
+        released = [r["timing"].get("release_ns", []) for r in replies]
+        self.skews.setdefault(group.role, []).extend((max(ts) - min(ts)) / 1e3 for ts in zip(*released))
         per_rank = [r["timing"]["times_ms"] for r in replies]
         return [max(ts) for ts in zip(*per_rank)]  # an iteration ends when its slowest rank does
+
+    def skew_report(self) -> dict[str, dict[str, float]]:
+        """Per library: how far apart (microseconds) its ranks were released, over the timed iterations."""
+        report = {}
+        for role, skews in self.skews.items():
+            ordered = sorted(skews)
+            if ordered:
+                report[role] = {"median": ordered[len(ordered) // 2], "p90": ordered[int(0.9 * (len(ordered) - 1))],
+                                "max": ordered[-1]}
+        return report
 
     def timing(self, cand: RankGroup) -> None:
         # the GPUs alone while timing: the same per-GPU lock as the core's judges
@@ -269,6 +286,7 @@ class MultiJudge:
                 entry["reference_over_baseline"] = entry["baseline"]["median_ms"] / ref_stats["median_ms"]
             except StageFailure as exc:  # e.g. vLLM's all-reduce supports 2, 4, 6 or 8 ranks only
                 entry["baseline_error"] = exc.detail[:2000]
+        entry["release_skew_us"] = self.skew_report()
         self.stages["timing"].update(entry)
 
     def close(self) -> None:

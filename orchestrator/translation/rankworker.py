@@ -12,6 +12,14 @@ one process per rank, all sharing one barrier. Requests on a private pipe:
 Every call into the library is preceded by a barrier wait, so all ranks enter it
 together (the kernels wait for their peers); a rank that fails breaks the barrier and
 the others stop instead of hanging.
+
+Timed iterations are released by a spinning barrier on shared memory (`release`), not
+by the multiprocessing barrier: waking a process blocked in that barrier's semaphores
+takes several context switches (tens of microseconds, more from a deep CPU idle
+state), the first rank released starts its clock while a peer is still waking, and an
+all-reduce's time on it includes the wait. That skew depends on where the OS placed a
+group's processes, so it differed between the candidate's and the reference's rank
+groups: the same all-reduce library timed 1.19x against itself on two H200s.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import ctypes
 import os
 import pickle
 import threading
+import time
 from typing import Any
 
 # Bound before the library is loaded (see timing.TimerGuard).
@@ -37,7 +46,10 @@ _event_sync = timing._event_sync
 _cuda_sync = timing._cuda_sync
 
 
-def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier: Any, log_path: str) -> None:
+def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier: Any, log_path: str,
+               release: Any = None) -> None:
+    """`release`: the group's shared int64 array of world_size + 1 slots for SpinRelease
+    (None: timed iterations are released by `barrier` too)."""
     log = open(log_path, "ab", buffering=0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
@@ -58,6 +70,7 @@ def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier:
     own: dict[str, int] = {}
     peers: dict[str, int] = {}
     keep: list[Any] = []  # ctypes pointer arrays handed to the library must outlive the calls
+    spin = SpinRelease(release, rank, world_size) if release is not None else None
 
     def call(*inputs: Any) -> Any:
         stream = torch.cuda.current_stream().cuda_stream if cuda else 0
@@ -88,7 +101,7 @@ def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier:
                 elif op == "run":
                     reply = _run(msg, call, barrier, wait_s, cuda, device)
                 elif op == "time":
-                    reply = {"ok": True, "timing": _time(msg, call, barrier, wait_s, cuda, device)}
+                    reply = {"ok": True, "timing": _time(msg, call, barrier, wait_s, cuda, device, spin)}
                 else:
                     raise ValueError(f"unknown op {op!r}")
             except threading.BrokenBarrierError:
@@ -96,6 +109,8 @@ def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier:
                          "error": f"rank {rank}: another rank failed or timed out (barrier broken)"}
             except BaseException as exc:
                 barrier.abort()  # release the other ranks instead of letting them wait for this one
+                if spin is not None:
+                    spin.abort()
                 reply = {"ok": False, "kind": "runtime_error", "error": f"rank {rank}: {_describe(exc)}"}
             tampered = guard.tampered()
             if tampered:
@@ -119,25 +134,65 @@ def _run(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool
     return {"ok": True, "output": to_device(out, "cpu"), "mutated_inputs": mutated}
 
 
-def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str) -> dict[str, Any]:
+class SpinRelease:
+    """All ranks leave together: each writes its generation into its own slot of a shared
+    int64 array and spins (yielding the CPU) until every slot has reached it. Slots only
+    grow, so a rank already waiting for the next generation still counts as arrived; the
+    last slot is the abort flag a failing rank raises."""
+
+    def __init__(self, slots: Any, rank: int, world_size: int):
+        self.slots, self.rank, self.world_size = slots, rank, world_size
+        self.generation = 0
+
+    def wait(self, timeout_s: float) -> int:
+        """Returns the release time (perf_counter_ns, one clock for every process of the host)."""
+        self.generation += 1
+        gen, slots, ranks = self.generation, self.slots, range(self.world_size)
+        slots[self.rank] = gen
+        deadline, spins = time.monotonic() + timeout_s, 0
+        while True:
+            if slots[self.world_size]:
+                raise threading.BrokenBarrierError
+            if all(slots[j] >= gen for j in ranks):
+                return _perf_counter_ns()
+            spins += 1
+            if spins % 4096 == 0 and time.monotonic() > deadline:
+                self.abort()
+                raise threading.BrokenBarrierError
+            os.sched_yield()
+
+    def abort(self) -> None:
+        self.slots[self.world_size] = 1
+
+
+def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str,
+          spin: SpinRelease | None = None) -> dict[str, Any]:
     """The core's timing rules (fresh input copies, L2 flush, events closed by a device
-    synchronize, warm-up excluded), with every iteration released by the barrier."""
+    synchronize, warm-up excluded), with every iteration released by `spin` (else the barrier).
+    `release_ns`: when this rank was released, per timed iteration (the judge reports the skew)."""
     sets = [to_device(s, device) for s in msg["input_sets"]]
     flush = timing.L2Flusher(torch.device(device)) if cuda else None
     fresh = timing._fresh_copy
+
+    def release() -> int:
+        if spin is not None:
+            return spin.wait(wait_s)
+        barrier.wait(wait_s)
+        return _perf_counter_ns()
+
     for i in range(int(msg["warmup"])):
         inputs = fresh(sets[i % len(sets)])
-        barrier.wait(wait_s)
+        release()
         call(*inputs)
         if cuda:
             _cuda_sync()
-    times, host = [], []
+    times, host, released = [], [], []
     for i in range(int(msg["iters"])):
         inputs = fresh(sets[i % len(sets)])
         if flush is not None:
             flush()
             _cuda_sync()
-        barrier.wait(wait_s)
+        released.append(release())
         if cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             t0 = _perf_counter_ns()
@@ -154,4 +209,5 @@ def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: boo
             t1 = _perf_counter_ns()
             times.append((t1 - t0) / 1e6)
         host.append((t1 - t0) / 1e6)
-    return {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall", "l2_flush": cuda}
+    return {"times_ms": times, "host_ms": host, "release_ns": released, "unit": "cuda_events" if cuda else "cpu_wall",
+            "l2_flush": cuda}
