@@ -264,9 +264,10 @@ def test_a_library_without_the_prepare_function_fails_clearly(tmp_path: Path) ->
 
 
 def test_packed_bytes_and_prepare_argtypes_agree_with_entry_h(tmp_path: Path) -> None:
-    """entry.h's popcorn_*_packed_bytes (compiled) against task.py's, and the prepare
-    declaration's parameters against PREPARE_ARGTYPES."""
+    """entry.h's popcorn_*_packed_bytes (compiled, the three headers in one program) against
+    task.py's, and each prepare declaration's parameters against PREPARE_ARGTYPES."""
     shapes = ((256, 128), (512, 640), (28672, 14336))
+    program, expected = ["#include <cstdio>"], []
     for task_id in TASKS:
         task, glue = find_task(task_id, TRANSLATION), _glue(task_id)
         header = task.file("entry.h").read_text()
@@ -274,12 +275,15 @@ def test_packed_bytes_and_prepare_argtypes_agree_with_entry_h(tmp_path: Path) ->
         params = declaration[declaration.index("(") + 1:declaration.index(")")].split(",")
         assert [ctypes.c_void_p if "*" in p or "cudaStream_t" in p else ctypes.c_int for p in params] == \
             glue.PREPARE_ARGTYPES, task_id
-        function = glue.PREPARE_SYMBOL.replace("_prepare", "_packed_bytes")
-        program = tmp_path / f"{function}.cu"
-        program.write_text('#include <cstdio>\n#include "entry.h"\nint main() {\n' + "".join(
-            f'  std::printf("%zu\\n", {function}({n}, {k}));\n' for n, k in shapes) + "  return 0;\n}\n")
-        exe = tmp_path / function
-        subprocess.run([builds.nvcc_path(), "-std=c++17", f"-I{task.path}", str(program), "-o", str(exe)],
-                       check=True, capture_output=True, text=True, timeout=300)
-        printed = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
-        assert printed == [glue.packed_bytes(n, k) for n, k in shapes], task_id
+        program.append(f'#include "{task.file("entry.h")}"')
+        expected += [glue.packed_bytes(n, k) for n, k in shapes]
+    calls = [f'  std::printf("%zu\\n", {glue_symbol}({n}, {k}));'
+             for glue_symbol in (_glue(t).PREPARE_SYMBOL.replace("_prepare", "_packed_bytes") for t in TASKS)
+             for n, k in shapes]
+    source = tmp_path / "packed_bytes.cu"
+    source.write_text("\n".join(program + ["int main() {", *calls, "  return 0;", "}", ""]))
+    exe = tmp_path / "packed_bytes"
+    subprocess.run([builds.nvcc_path(), "-std=c++17", str(source), "-o", str(exe)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    printed = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    assert printed == expected
