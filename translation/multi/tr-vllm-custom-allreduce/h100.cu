@@ -1,7 +1,13 @@
 // PopcornBench glue: TRT-LLM's custom all-reduce as shipped by FlashInfer
-// (include/flashinfer/comm/trtllm_allreduce.cuh, customAllReduce) as the H100 reference:
-// one-shot below vLLM's size thresholds, two-shot above, launched with PDL, the kernel
-// copying the input into the rank's IPC buffer itself (no USE_MEMCPY, no PUSH_MODE).
+// (include/flashinfer/comm/trtllm_allreduce.cuh, customAllReduce) as the H100 reference,
+// launched with PDL, the kernel copying the input into the rank's IPC buffer itself (no
+// USE_MEMCPY, no PUSH_MODE). One-shot or two-shot as TRT-LLM chooses on sm90
+// (SelectStrategyLP, cpp/tensorrt_llm/common/customAllReduceUtils.h): two-shot from
+// 4096 * 4096 elements at 2 ranks, 1024 * 1024 at 4, 512 * 512 at 8 (and here at 6, which
+// TRT-LLM's table lacks). FlashInfer leaves the choice to its caller. Until 2026-11-30 the
+// adapter used vLLM's byte thresholds for more than 2 ranks (two-shot from 512 KB at <= 4
+// ranks) at every world size, so at 2 ranks and the default 6 MiB it ran the two-shot kernel
+// that neither TRT-LLM nor vLLM (always one-stage at 2 ranks) would run there.
 #include "entry.h"
 #include <flashinfer/comm/trtllm_allreduce.cuh>
 
@@ -27,8 +33,9 @@ static cudaError_t run(int rank, int world_size, void* const* peer_buffers, void
     params.peer_barrier_ptrs_out[r] =
         reinterpret_cast<uint32_t*>(static_cast<char*>(peer_flags[r]) + kBarrierOutOffset);
   }
-  const size_t bytes = numel * sizeof(T);
-  const bool one_shot = (world_size <= 4 && bytes < 512 * 1024) || (world_size <= 8 && bytes < 256 * 1024);
+  const size_t two_shot_from = world_size <= 2 ? size_t(4096) * 4096 : world_size <= 4 ? size_t(1024) * 1024
+                                                                                      : size_t(512) * 512;
+  const bool one_shot = numel < two_shot_from;
   return customAllReduce<T>(params, one_shot ? AllReduceStrategyType::ONESHOT : AllReduceStrategyType::TWOSHOT,
                             static_cast<AllReduceStrategyConfig>(0), AllReduceFusionOp::NONE,
                             /*launch_with_pdl=*/true, stream);
