@@ -18,8 +18,9 @@ by the multiprocessing barrier: waking a process blocked in that barrier's semap
 takes several context switches (tens of microseconds, more from a deep CPU idle
 state), the first rank released starts its clock while a peer is still waking, and an
 all-reduce's time on it includes the wait. That skew depends on where the OS placed a
-group's processes, so it differed between the candidate's and the reference's rank
-groups: the same all-reduce library timed 1.19x against itself on two H200s.
+group's processes, so it can differ between the candidate's and the reference's rank
+groups: our account of the same all-reduce library timing 1.19x against itself on two
+H200s (the timing stage now reports the skew, `release_skew_us`).
 """
 from __future__ import annotations
 
