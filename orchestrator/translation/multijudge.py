@@ -50,7 +50,9 @@ class RankGroup:
         self.role, self.timeout = role, timeout_s
         self.world_size = int(job["world_size"])
         self.barrier = ctx.Barrier(self.world_size)
-        self.release = ctx.RawArray(ctypes.c_int64, self.world_size + 1)  # SpinRelease: generations, abort
+        # SpinRelease's generations and abort flag; job timing "release": "barrier" keeps the old release
+        spin = job.get("timing", {}).get("release", "spin") != "barrier"
+        self.release = ctx.RawArray(ctypes.c_int64, self.world_size + 1) if spin else None
         from orchestrator.translation import rankworker
 
         self.conns, self.procs = [], []
