@@ -56,6 +56,10 @@ def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier:
     os.dup2(log.fileno(), 2)
     guard = timing.TimerGuard()
     world_size, device = int(job["world_size"]), job["devices"][rank]
+    # torchrun's variables, before the library loads (its threads may read the environment later):
+    # Flux's sm80 kernels read LOCAL_RANK / LOCAL_WORLD_SIZE on every call
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                       "LOCAL_WORLD_SIZE": str(world_size)})
     cuda = device.startswith("cuda")
     wait_s = float(job.get("trial_timeout_s") or 120)
     try:

@@ -10,7 +10,8 @@ adapter now exports the variables (flux_local_ranks.h). Here:
 - the swizzle itself, compiled on the host from the pinned Flux and CUTLASS: without the
   variables its two members keep whatever the memory held, with the adapter's export
   they are the rank and the world size;
-- the adapter exports them before anything builds the swizzle;
+- the adapter exports them before anything builds the swizzle (the judge's rank workers now
+  export torchrun's variables too, before the library loads);
 - the task's glue through the multi-GPU judge on a CPU, called several times with fresh
   tensors and the harness's never-cleared shared buffers, with a host stand-in that keeps
   Flux's own bookkeeping (row blocks stored into the owner's slot, Flux's self-resetting
@@ -102,7 +103,8 @@ def test_a100_adapter_exports_before_flux_builds_its_swizzle() -> None:
     assert re.search(r'#include "flux_local_ranks.h"', text)
 
 
-# A host stand-in that honours entry.h with Flux's bookkeeping: the bf16 partial product's
+# A host stand-in that honours entry.h with Flux's bookkeeping (and, like Flux, expects torchrun's
+# LOCAL_RANK / LOCAL_WORLD_SIZE, which the judge's rank workers export): the bf16 partial product's
 # row block q goes to slot `rank` of rank q's buffer, Flux's CUDA-IPC barrier-all (CAS 0 -> 1
 # on every peer's slot [rank], then CAS 1 -> 0 on the own slots: it resets itself), then the
 # fp32 sum of the own buffer's world_size slots. VARIANT 1 keeps the first call's output and
@@ -135,6 +137,9 @@ static void barrier_all(void* const* flags, int rank, int ws) {
 static uint16_t* first_output = 0;
 int popcorn_gemm_rs(int rank, int ws, int m, int n, int k, const void* A, const void* W, void* const* bufs,
                     void* const* flags, void* out, void* stream) {
+  const char* local_rank = getenv("LOCAL_RANK");
+  const char* local_world_size = getenv("LOCAL_WORLD_SIZE");  /* torchrun's, as the rank worker exports them */
+  if (!local_rank || atoi(local_rank) != rank || !local_world_size || atoi(local_world_size) != ws) return 98;
   size_t rows = (size_t)(m / ws), slot = rows * (size_t)n;
   if (VARIANT == 1 && first_output) { memcpy(out, first_output, slot * 2); return 0; }
   const uint16_t* a = (const uint16_t*)A;
