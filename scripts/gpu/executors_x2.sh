@@ -4,7 +4,8 @@
 # ratio, and the share of time the GPUs were busy scoring.
 #
 #   OUT=/tmp/out scripts/gpu/executors_x2.sh [PROBLEM_GLOBS] [PASS_S]
-#   PROBLEM_GLOBS  default: the whole popcorn2 track (25 problems)
+#   PROBLEM_GLOBS  default: the whole popcorn2 track (34 problems); a smaller set that both passes
+#                  finish gives the ratio of the same episodes (batch_lanes.sh executors:GLOBS)
 #   PASS_S         seconds each pass may start episodes (default 200); then SIGINT: the
 #                  episodes in flight finish and are recorded, none start. Throughput is
 #                  measured over the episodes recorded, so a cut pass is still a fair figure.
