@@ -123,6 +123,19 @@ class Candidate(ProcessHandle):
 
 
 
+
+def timed_stages(stages: dict[str, dict[str, Any]], steps: list[tuple[str, Callable[[], None]]]) -> None:
+    """Run the steps in order; each stage record gets its whole wall time (`stage_wall_s`: inputs,
+    reference, candidate calls, checks), also when it fails, so a slow evaluation says where it
+    went. Shared by the core, collectives and translation judges."""
+    for name, step in steps:
+        t0 = time.perf_counter()
+        try:
+            step()
+        finally:
+            if name in stages:
+                stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
+
 @dataclass
 class Judge:
     job: dict[str, Any]
@@ -168,16 +181,10 @@ class Judge:
     def checked_stages(self, cand: Any) -> None:
         """Correctness, then (unless only checking) stress and timing, each with its whole wall
         time (inputs, reference, transfer, checks), so a slow evaluation says where it went."""
-        stages = [("correctness", self.correctness)]
+        steps = [("correctness", lambda: self.correctness(cand))]
         if self.mode != "check":
-            stages += [("stress", self.stress), ("timing", self.timing)]
-        for name, stage in stages:
-            t0 = time.perf_counter()
-            try:
-                stage(cand)
-            finally:
-                if name in self.stages:
-                    self.stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
+            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
+        timed_stages(self.stages, steps)
 
     def _build(self, cand: Candidate, shape: Shape) -> None:
         cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},

@@ -29,7 +29,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock
+from orchestrator.runner.judge import gpu_lock, timed_stages
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
                                        serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -115,11 +115,10 @@ class TranslationJudge:
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
         if self.mode == "compile":
             return
-        self.correctness(cand)
-        if self.mode == "check":
-            return
-        self.stress(cand)
-        self.timing(cand)
+        steps = [("correctness", lambda: self.correctness(cand))]
+        if self.mode != "check":
+            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
+        timed_stages(self.stages, steps)
 
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         inputs = self.inputs(shape, self._seed())

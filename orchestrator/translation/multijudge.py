@@ -32,7 +32,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock
+from orchestrator.runner.judge import gpu_lock, timed_stages
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -194,14 +194,20 @@ class MultiJudge:
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
         if self.mode == "compile":
             return
+        steps = [("correctness", lambda: self.correctness(cand))]
+        if self.mode != "check":
+            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
+        timed_stages(self.stages, steps)
+
+    def correctness(self, cand: RankGroup) -> None:
         trials: list[dict[str, Any]] = []
         self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials,
                                       "world_size": self.world_size}
         for _ in range(max(int(self.job.get("trials", 3)), 1)):
             self._trial(cand, self.disclosed, "fresh", trials, "incorrect")
         self.stages["correctness"]["status"] = "passed"
-        if self.mode == "check":
-            return
+
+    def stress(self, cand: RankGroup) -> None:
         strials: list[dict[str, Any]] = []
         self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(self.shapes) - 1, "trials": strials}
         first: StageFailure | None = None
@@ -215,7 +221,6 @@ class MultiJudge:
         if first:
             raise first
         self.stages["stress"]["status"] = "passed"
-        self.timing(cand)
 
     def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))

@@ -56,6 +56,7 @@ def summarize(verdict: dict) -> dict:
         "a100_ms": timing.get("baseline", {}).get("median_ms"),
         "reference_over_baseline": timing.get("reference_over_baseline"),
         "timing_shape": timing.get("shape"),
+        "stage_s": {k: round(v["stage_wall_s"], 1) for k, v in st.items() if isinstance(v, dict) and "stage_wall_s" in v},
         **({"release_skew_us": timing["release_skew_us"]} if "release_skew_us" in timing else {}),
     }
 

@@ -75,6 +75,8 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     timing = stages["timing"]
     assert timing["unit"] == "cpu_wall" and timing["candidate"]["n"] == 5
     assert timing["baseline"]["n"] == 5 and timing["speedup"] > 0
+    walls = [stages[name]["stage_wall_s"] for name in ("correctness", "stress", "timing")]
+    assert all(w > 0 for w in walls), walls  # where an evaluation's time went
     record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, "none")
     jsonschema.validate(record, result_schema)
     assert record["status"] == "passed" and record["speedup"] == timing["speedup"]

@@ -107,6 +107,7 @@ def test_every_rank_is_checked_and_timed(tmp_path: Path) -> None:
     timing = result["stages"]["timing"]
     assert timing["world_size"] == 3 and timing["candidate"]["n"] == 5 and timing["baseline"]["n"] == 5
     assert timing["speedup"] > 0
+    assert all(result["stages"][name]["stage_wall_s"] > 0 for name in ("correctness", "stress", "timing"))
 
 
 def test_a_wrong_sum_fails_on_its_rank(tmp_path: Path) -> None:
