@@ -27,9 +27,7 @@ struct Layout {
 
 extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const void* scales, const uint32_t* zeros,
                                         void* packed, cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     const int groups = k / 128;
     const Layout off(n, k);
@@ -42,18 +40,12 @@ extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const v
     popcorn::launch_marlin_permute_scales(static_cast<const __half*>(scales), reinterpret_cast<__half*>(out + off.scales),
                                           static_cast<int64_t>(groups) * n, stream);
     popcorn::launch_marlin_zero_points_u4(zeros, reinterpret_cast<uint32_t*>(out + off.zeros), groups, n, stream);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     const int groups = k / 128;
     const Layout off(n, k);
@@ -66,9 +58,5 @@ extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const v
     gptq_marlin_gemm(a, c, b_q, std::nullopt, s, std::nullopt, zp, std::nullopt, std::nullopt,
                      popcorn::marlin_workspace(dev), vllm::kU4.id(), m, n, k, /*is_k_full=*/true,
                      /*use_atomic_add=*/false, /*use_fp32_reduce=*/true, /*is_zp_float=*/false);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }

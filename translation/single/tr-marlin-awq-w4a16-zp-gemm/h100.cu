@@ -91,9 +91,7 @@ struct Layout {
 
 extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const void* scales, const uint32_t* zeros,
                                         void* packed, cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     const int groups = k / 128;
     const Layout off(n, k);
@@ -107,18 +105,12 @@ extern "C" int popcorn_w4a16_zp_prepare(int n, int k, const uint32_t* Q, const v
                     cudaMemcpyDeviceToDevice, stream);
     popcorn::launch_machete_prescaled_zeros(zeros, static_cast<const __half*>(scales),
                                             reinterpret_cast<__half*>(out + off.zeros), groups, n, stream);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     const int groups = k / 128;
     const Layout off(n, k);
@@ -143,9 +135,5 @@ extern "C" int popcorn_w4a16_zp_gemm(int m, int n, int k, const void* A, const v
     if (d.data_ptr() != C) {
       cudaMemcpyAsync(C, d.data_ptr(), static_cast<size_t>(m) * n * sizeof(__half), cudaMemcpyDeviceToDevice, stream);
     }
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }

@@ -19,9 +19,7 @@ size_t weight_bytes(int n, int k) { return static_cast<size_t>(k) * n / 2; }
 
 extern "C" int popcorn_w4a16_prepare(int n, int k, const uint32_t* Q, const void* scales, void* packed,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     torch::Tensor q(const_cast<uint32_t*>(Q), torch::kInt, {k / 8, n}, {}, dev);
     torch::Tensor no_perm = torch::empty({0}, torch::TensorOptions().dtype(torch::kInt));
@@ -31,18 +29,12 @@ extern "C" int popcorn_w4a16_prepare(int n, int k, const uint32_t* Q, const void
     popcorn::launch_marlin_permute_scales(static_cast<const __half*>(scales),
                                           reinterpret_cast<__half*>(static_cast<char*>(packed) + weight_bytes(n, k)),
                                           static_cast<int64_t>(k / 128) * n, stream);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                   cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     char* base = static_cast<char*>(const_cast<void*>(packed));
     torch::Tensor a(const_cast<void*>(A), torch::kHalf, {m, k}, {}, dev);
@@ -52,9 +44,5 @@ extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const void
     gptq_marlin_gemm(a, c, b_q, std::nullopt, s, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
                      popcorn::marlin_workspace(dev), vllm::kU4B8.id(), m, n, k, /*is_k_full=*/true,
                      /*use_atomic_add=*/false, /*use_fp32_reduce=*/true, /*is_zp_float=*/false);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }

@@ -62,9 +62,7 @@ size_t weight_bytes(int n, int k) { return static_cast<size_t>(k) * n / 2; }
 
 extern "C" int popcorn_w4a16_prepare(int n, int k, const uint32_t* Q, const void* scales, void* packed,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     torch::Tensor qt = torch::empty({n, k / 8}, torch::TensorOptions().dtype(torch::kInt));
     popcorn::launch_transpose_u32(Q, qt.data_ptr<uint32_t>(), k / 8, n, stream);
@@ -74,18 +72,12 @@ extern "C" int popcorn_w4a16_prepare(int n, int k, const uint32_t* Q, const void
     cudaMemcpyAsync(out, b_packed.data_ptr(), weight_bytes(n, k), cudaMemcpyDeviceToDevice, stream);
     cudaMemcpyAsync(out + weight_bytes(n, k), scales, static_cast<size_t>(k / 128) * n * sizeof(__half),
                     cudaMemcpyDeviceToDevice, stream);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                   cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     char* base = static_cast<char*>(const_cast<void*>(packed));
     torch::Tensor b_packed(base, torch::kInt, {k / 8, n}, {}, dev);  // prepack_impl's output: [K/8, N] contiguous
@@ -108,9 +100,5 @@ extern "C" int popcorn_w4a16_gemm(int m, int n, int k, const void* A, const void
     if (d.data_ptr() != C) {
       cudaMemcpyAsync(C, d.data_ptr(), static_cast<size_t>(m) * n * sizeof(__half), cudaMemcpyDeviceToDevice, stream);
     }
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -157,6 +158,22 @@ inline void reset_pool() {
   }
   p.used = 0;
   p.placed = nullptr;
+}
+
+// The frame of every entry point of the quantized tasks: the caller's stream current, the pool
+// reset, and an exception (a shape a kernel rejects) returned as cudaErrorInvalidValue instead of
+// crossing the C boundary; otherwise the launches' own error.
+template <class Body>
+int entry_call(cudaStream_t stream, Body&& body) {
+  StreamScope on(stream);
+  reset_pool();
+  try {
+    body();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s\n", e.what());
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaPeekAtLastError());
 }
 // The next torch::empty of exactly `bytes` bytes returns `ptr` (the caller's output buffer).
 inline void place_next_empty(void* ptr, size_t bytes) {

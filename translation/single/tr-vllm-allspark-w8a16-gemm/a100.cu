@@ -47,9 +47,7 @@ size_t weight_bytes(int n, int k) { return static_cast<size_t>((n + 31) / 32 * 3
 
 extern "C" int popcorn_w8a16_prepare(int n, int k, const uint8_t* Q, const void* scales, void* packed,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     const DeviceInfo& dev = device_info();
     const int n_32align = (n + 31) / 32 * 32;
     char* out = static_cast<char*>(packed);
@@ -60,18 +58,12 @@ extern "C" int popcorn_w8a16_prepare(int n, int k, const uint8_t* Q, const void*
     torch::Tensor s_reorder(out + weight_bytes(n, k), torch::kHalf, {1, n_32align}, {}, dev.index);
     rearrange_kn_weight_as_n32k16_order(q, s, std::nullopt, false, q_reorder, s_reorder, std::nullopt, k, n,
                                         n_32align);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                   cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     const DeviceInfo& dev = device_info();
     const int n_32align = (n + 31) / 32 * 32;
     const char* base = static_cast<const char*>(packed);
@@ -86,9 +78,5 @@ extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const void
         reinterpret_cast<const __half*>(base + weight_bytes(n, k)), nullptr, static_cast<__half*>(C), m, n_32align, n,
         k, ws.data_ptr(), fused_gemm_params, -1, kCublasMThreshold, dev.sm_version, stream,
         at::cuda::getCurrentCUDABlasHandle());
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }

@@ -102,9 +102,7 @@ size_t weight_bytes(int n, int k) { return static_cast<size_t>(k) * n; }
 
 extern "C" int popcorn_w8a16_prepare(int n, int k, const uint8_t* Q, const void* scales, void* packed,
                                      cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     char* out = static_cast<char*>(packed);
     // [K, N] bytes -> [N, K] bytes = [N, K/4] int32, seen as the [K/4, N] K-contiguous B
@@ -116,18 +114,12 @@ extern "C" int popcorn_w8a16_prepare(int n, int k, const uint8_t* Q, const void*
     cudaMemcpyAsync(out, b_packed.data_ptr(), popcorn_allspark::weight_bytes(n, k), cudaMemcpyDeviceToDevice, stream);
     cudaMemcpyAsync(out + popcorn_allspark::weight_bytes(n, k), scales, static_cast<size_t>(n) * sizeof(__half),
                     cudaMemcpyDeviceToDevice, stream);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
 
 extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const void* packed, void* C,
                                   cudaStream_t stream) {
-  popcorn::StreamScope on(stream);
-  popcorn::reset_pool();
-  try {
+  return popcorn::entry_call(stream, [&] {
     int dev = popcorn::current_device();
     char* base = static_cast<char*>(const_cast<void*>(packed));
     torch::Tensor b_packed(base, torch::kInt, {k / 4, n}, {}, dev);  // prepack_impl's output: [K/4, N] contiguous
@@ -150,9 +142,5 @@ extern "C" int popcorn_w8a16_gemm(int m, int n, int k, const void* A, const void
     if (d.data_ptr() != C) {
       cudaMemcpyAsync(C, d.data_ptr(), static_cast<size_t>(m) * n * sizeof(__half), cudaMemcpyDeviceToDevice, stream);
     }
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaPeekAtLastError());
+  });
 }
