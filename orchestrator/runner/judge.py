@@ -136,6 +136,26 @@ def timed_stages(stages: dict[str, dict[str, Any]], steps: list[tuple[str, Calla
             if name in stages:
                 stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
 
+
+def stress_trials(stages: dict[str, dict[str, Any]], seed: int | None, shapes: list[Shape],
+                  trial: Callable[[Shape, list[dict]], None]) -> None:
+    """The stress stage of every judge: each hidden shape is tried (`trial(shape, record)` appends
+    to the record and raises StageFailure), all of them even after a stress failure, so the
+    record says how many failed; the first stress failure is raised at the end, anything else at once."""
+    trials: list[dict] = []
+    stages["stress"] = {"status": "failed", "seed": seed, "n": len(shapes), "trials": trials}
+    failed: StageFailure | None = None
+    for shape in shapes:
+        try:
+            trial(shape, trials)
+        except StageFailure as exc:
+            if exc.failure_class != "stress_failed":
+                raise
+            failed = failed or exc
+    if failed:
+        raise failed
+    stages["stress"]["status"] = "passed"
+
 @dataclass
 class Judge:
     job: dict[str, Any]
@@ -226,20 +246,12 @@ class Judge:
         n = int(self.job.get("stress", 8))
         shapes = stress_shapes(self.problem.manifest["shapes"], self.problem.manifest.get("constraints", []),
                                n, self._seed(), self.device)
-        trials: list[dict] = []
-        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(shapes), "trials": trials}
-        failed: StageFailure | None = None
-        for shape in shapes:
-            try:
-                self._build(cand, shape)
-                self._trial(cand, shape, self._seed(), "stress", trials, failure="stress_failed")
-            except StageFailure as exc:
-                if exc.failure_class != "stress_failed":
-                    raise
-                failed = failed or exc
-        if failed:
-            raise failed
-        self.stages["stress"]["status"] = "passed"
+
+        def trial(shape: Shape, record: list[dict]) -> None:
+            self._build(cand, shape)
+            self._trial(cand, shape, self._seed(), "stress", record, failure="stress_failed")
+
+        stress_trials(self.stages, self.seed, shapes, trial)
 
     def timing(self, cand: Candidate) -> None:
         # Timing holds the GPU alone: other evaluations on it wait here (their

@@ -29,7 +29,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock, timed_stages
+from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
                                        serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -147,19 +147,8 @@ class TranslationJudge:
     def stress(self, cand: Library) -> None:
         shapes = stress_shapes(self.manifest["shapes"], self.manifest.get("constraints", []),
                                int(self.job.get("stress", 8)), self._seed(), "cuda" if self.cuda else "cpu")
-        trials: list[dict[str, Any]] = []
-        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(shapes), "trials": trials}
-        first: StageFailure | None = None
-        for shape in shapes:
-            try:
-                self._trial(cand, shape, "stress", trials, "stress_failed")
-            except StageFailure as exc:
-                if exc.failure_class != "stress_failed":
-                    raise
-                first = first or exc
-        if first:
-            raise first
-        self.stages["stress"]["status"] = "passed"
+        stress_trials(self.stages, self.seed, shapes,
+                      lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
     def _time(self, lib: Library, sets: list[tuple[Any, ...]], iters: int, warmup: int) -> dict[str, Any]:
         return lib.call({"op": "time", "input_sets": sets, "iters": iters, "warmup": warmup,

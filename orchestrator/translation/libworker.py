@@ -44,8 +44,8 @@ def _send(conn: Any, obj: Any) -> None:
     conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def load_entry(library: str, symbol: str, argtypes: list[Any]) -> Any:
-    lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
+def load_entry(library: str | ctypes.CDLL, symbol: str, argtypes: list[Any]) -> Any:
+    lib = library if isinstance(library, ctypes.CDLL) else ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
     entry = getattr(lib, symbol)
     entry.argtypes = argtypes
     entry.restype = ctypes.c_int
@@ -61,8 +61,8 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
         if device.startswith("cuda"):
             torch.cuda.set_device(torch.device(device))
         glue = import_file(os.path.join(task_dir, "task.py"), "popcorn_translation_task")
-        entry = load_entry(library, symbol, glue.ARGTYPES)
-        handle = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)  # the same handle: for glue.prepare
+        handle = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)  # also what glue.prepare calls into
+        entry = load_entry(handle, symbol, glue.ARGTYPES)
     except BaseException as exc:  # a library that does not load is the submission's failure
         _send(conn, {"ok": False, "kind": "runtime_error", "error": _describe(exc)})
         return

@@ -32,7 +32,7 @@ import torch
 
 from orchestrator.runner import timing
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock, timed_stages
+from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -208,19 +208,8 @@ class MultiJudge:
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: RankGroup) -> None:
-        strials: list[dict[str, Any]] = []
-        self.stages["stress"] = {"status": "failed", "seed": self.seed, "n": len(self.shapes) - 1, "trials": strials}
-        first: StageFailure | None = None
-        for shape in self.shapes[1:]:
-            try:
-                self._trial(cand, shape, "stress", strials, "stress_failed")
-            except StageFailure as exc:
-                if exc.failure_class != "stress_failed":
-                    raise
-                first = first or exc
-        if first:
-            raise first
-        self.stages["stress"]["status"] = "passed"
+        stress_trials(self.stages, self.seed, self.shapes[1:],
+                      lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
     def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))

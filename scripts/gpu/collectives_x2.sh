@@ -40,20 +40,18 @@ except (OSError, ValueError):
     print(json.dumps({"problem": pid, "status": "no_record", "exit": rc}))
     raise SystemExit
 t, stress = r["stages"].get("timing", {}), r["stages"].get("stress", {})
+passed = sum(x["passed"] for x in stress.get("trials", []))
 # kind "oracle" with the fields of verify_core.py's rows: record_results.py tabulates these too and
 # writes the reference time (max over ranks of the per-rank median) measured at the default shape
 print(json.dumps({"kind": "oracle", "problem": pid, "status": r["status"], "exit": rc,
-                  "failure": r["failure_class"], "failure_class": r["failure_class"],
+                  "failure": r["failure_class"], "failure_detail": r["failure_detail"][:500],
+                  "world_size": r["stages"].get("load", {}).get("world_size"),
                   "default_shape": r["stages"].get("correctness", {}).get("shape"),
-                  "stress_n": sum(x["passed"] for x in stress.get("trials", [])) if stress else None,
-                  "ci95": t.get("speedup_ci95"),
-                  "failure_detail": r["failure_detail"][:500], "world_size": r["stages"].get("load", {}).get("world_size"),
-                  "stress": f"{sum(x['passed'] for x in r['stages'].get('stress', {}).get('trials', []))}/"
-                            f"{r['stages'].get('stress', {}).get('n')}",
+                  "stress_n": passed if stress else None, "stress": f"{passed}/{stress.get('n')}",
                   "reference_ms": t.get("reference", {}).get("median_ms"),
                   "oracle_ms": t.get("candidate", {}).get("median_ms"),
                   "rank_medians_ms": t.get("candidate_rank_medians_ms"), "speedup": t.get("speedup"),
-                  "speedup_ci95": t.get("speedup_ci95"), "device": r["device"].get("name")}))
+                  "ci95": t.get("speedup_ci95"), "device": r["device"].get("name")}))
 PY
     tail -1 "$OUT/collectives_x2.jsonl"
 }
