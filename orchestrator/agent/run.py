@@ -69,6 +69,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
       help="local: this machine's GPUs (default); ray: one Ray task per episode on a cluster (docs/executors.md)")
     a("--max-parallel", dest="max_parallel", type=int, default=None,
       help="episodes at a time (local: default one per GPU, more share GPUs; ray: default all the cluster fits)")
+    a("--order", default="longest-first", choices=["longest-first", "catalog"],
+      help="start order of the episodes. longest-first (default): episodes with no earlier record first, then "
+           "by descending median wall time of the same problem, harness and model in earlier runs under the "
+           "results directory, so no GPU idles at the end waiting on a long episode started last; catalog: as planned")
     a("--ray-address", dest="ray_address", default=None,
       help="Ray cluster, e.g. 10.0.0.5:6379 (default: a new local Ray instance)")
     a("--quiet", action="store_true", help="no progress bar")
@@ -306,6 +310,12 @@ def main(args: argparse.Namespace) -> int:
           f"({opts['model']}, {opts['harness']}, {opts['track']}, {device}, {executor.describe()}) -> {run_dir.path}",
           file=sys.stderr)
     work = AgentWork(env, lambda: make_agent(opts["model"], base_url, api_key_env, options), run_id, run_seed, opts)
+    if todo:
+        from orchestrator.executors.order import order_episodes
+
+        todo, said = order_episodes(todo, getattr(args, "order", "longest-first"), results_root, opts["harness"],
+                                    opts["model"])
+        print(said, file=sys.stderr)
     execute(executor, work, todo, run_dir, desc=run_id, quiet=args.quiet)
     records = run_dir.load_records()
     print(summary(records, planned))
