@@ -3,6 +3,7 @@
 
     python scripts/bench_executors.py throughput [--episodes 32] [--gpus 4] [--ray-address ADDR]
     python scripts/bench_executors.py busy [--gpu-counts 1,2,4,8] [--slots 1,2,4]
+    python scripts/bench_executors.py order [--gpus 2] [--scale 0.02]
     python scripts/bench_executors.py compare-runs RESULTS/run_1gpu RESULTS/run_2gpu
 
 throughput: episodes per hour against the number of concurrent workers, with the CPU
@@ -11,12 +12,16 @@ throughput: episodes per hour against the number of concurrent workers, with the
   the scheduler, not this machine's CPUs). With --ray-address, the same against Ray.
 busy: the share of time the GPUs are busy scoring (exclusive holds / (GPUs x wall))
   on N GPUs, for several episodes per GPU. Goal: >= 90 %.
+order: the busy share on N GPUs of episodes of unequal length, started in catalog order,
+  then longest-first from the catalog run's own records (orchestrator/executors/order.py):
+  by default the six Popcorn2 oracle episode walls of the 2-GPU H200 (2026-11-30), scaled.
 compare-runs: two real runs of the same episodes (scripts/gpu/executors_x2.sh): episodes
   per hour of each, their ratio, and the scoring busy share of each run's GPUs.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -31,7 +36,14 @@ from tabulate import tabulate  # noqa: E402
 
 from orchestrator.agent.records import RunDir  # noqa: E402
 from orchestrator.executors import LocalExecutor, Progress  # noqa: E402
+from orchestrator.executors.gpus import Lease  # noqa: E402
+from orchestrator.executors.order import order_episodes  # noqa: E402
 from orchestrator.executors.standin import StandInWork, plan_items  # noqa: E402
+
+# Popcorn2 oracle episode walls (s) on the 2-GPU H200, 2026-11-30 12:50 (scripts/gpu/executors_x2.sh):
+# smith_waterman_score, triangle_multiplicative_update, hmc_leapfrog, euclidean_distance_transform,
+# featherstone_aba, geometric_jacobian, in catalog order.
+ORACLE_WALLS_S = (33.7, 46.8, 31.0, 40.6, 27.9, 37.3)
 
 
 def _ints(text: str) -> list[int]:
@@ -102,6 +114,50 @@ def busy(args: argparse.Namespace) -> None:
     print(tabulate(rows, headers=["GPUs", "episodes per GPU at once", "episodes", "wall s", "GPUs busy scoring"]))
 
 
+@dataclasses.dataclass
+class UnequalStandIn(StandInWork):
+    """The stand-in episode, scoring (GPU held exclusively) for a per-problem number of seconds."""
+    scoring_by_problem: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, item: dict[str, Any], lease: Lease, run_dir: RunDir) -> dict[str, Any]:
+        one = StandInWork(agent_s=self.agent_s, scoring_s=self.scoring_by_problem[item["problem"]],
+                          run_id=self.run_id)
+        return one(item, lease, run_dir)
+
+
+def _list_schedule_end(durations: list[float], gpus: int) -> float:
+    """When a queue of `durations` ends on `gpus` GPUs, each taking the next as it frees."""
+    ends = [0.0] * max(gpus, 1)
+    for d in durations:
+        ends[ends.index(min(ends))] += d
+    return max(ends)
+
+
+def order(args: argparse.Namespace) -> None:
+    walls = [float(w) for w in args.walls.split(",")] if args.walls else list(ORACLE_WALLS_S)
+    items = plan_items(len(walls), problems=len(walls))
+    seconds = {item["problem"]: w * args.scale for item, w in zip(items, walls)}
+    work = UnequalStandIn(agent_s=0.0, scoring_by_problem=seconds)
+    results = Path(tempfile.mkdtemp(prefix="bench-order-"))
+    rows = []
+    for name in ("catalog", "longest-first"):
+        ordered, said = order_episodes(items, name, results, "st", "standin")
+        executor = LocalExecutor(list(range(args.gpus)), max_parallel=args.gpus)
+        run_dir = RunDir(results / name)
+        start = time.monotonic()
+        executor.run(work, ordered, run_dir, Progress(len(ordered), name, quiet=True))
+        wall = time.monotonic() - start
+        held = sum(executor.pool.exclusive_seconds().values())
+        ideal = _list_schedule_end([seconds[i["problem"]] for i in ordered], args.gpus)
+        rows.append([name, said.split(": ", 1)[1], f"{wall:.2f}", f"{ideal:.2f}",
+                     f"{100 * held / (args.gpus * wall):.1f} %",
+                     f"{100 * sum(seconds.values()) / (args.gpus * ideal):.1f} %"])
+    print(f"start order: {len(walls)} stand-in episodes, scoring {', '.join(f'{w:g}' for w in walls)} s "
+          f"x {args.scale:g}, on {args.gpus} GPU(s); longest-first reads the catalog run's records")
+    print(tabulate(rows, headers=["order", "how", "wall s", "list-schedule s", "GPUs busy scoring",
+                                  "list-schedule busy"]))
+
+
 def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
@@ -149,11 +205,16 @@ def main() -> int:
     b.add_argument("--per-gpu", type=int, default=40)
     b.add_argument("--agent-s", type=float, default=0.15)
     b.add_argument("--scoring-s", type=float, default=0.05)
+    o = sub.add_parser("order")
+    o.add_argument("--gpus", type=int, default=2)
+    o.add_argument("--walls", default=None, help="episode seconds in catalog order, comma-separated "
+                                                 "(default: the six oracle walls of the 2-GPU H200)")
+    o.add_argument("--scale", type=float, default=0.02, help="seconds of stand-in per second of --walls")
     c = sub.add_parser("compare-runs")
     c.add_argument("runs", nargs="+")
     c.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
-    {"throughput": throughput, "busy": busy, "compare-runs": compare_runs}[args.command](args)
+    {"throughput": throughput, "busy": busy, "order": order, "compare-runs": compare_runs}[args.command](args)
     return 0
 
 
