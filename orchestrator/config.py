@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     trials: int = Field(3, ge=3, description="fresh-input correctness trials at the disclosed shape")
     timing_iters: int = Field(50, ge=1, description="timed iterations on a GPU (>= 30 recommended)")
     timing_iters_cpu: int = Field(5, ge=1, description="timed iterations on a CPU")
+    timing_budget_ms: float = Field(100.0, ge=0, description="GPU: kernels too short for timing_iters to add up "
+                                    "to this many milliseconds get more iterations (0: always timing_iters)")
+    timing_iters_max: int = Field(1000, ge=1, description="most timed iterations the budget may ask for")
     timing_warmup: int = Field(3, ge=0)
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")

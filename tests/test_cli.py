@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import statistics
 import sys
 from pathlib import Path
 
@@ -80,7 +81,12 @@ def test_oracle_passes_and_its_record_validates(tmp_path):
     verdict_schema().validate(record)
     assert record["status"] == "passed" and record["failure_class"] is None
     assert record["stages"]["stress"]["seed"] == 11 and record["stages"]["stress"]["n"] == 2
-    assert record["stages"]["timing"]["unit"] == "cpu_wall"
+    timing = record["stages"]["timing"]
+    assert timing["unit"] == "cpu_wall"
+    for side in ("candidate", "reference"):  # every sample published, in order; no allocator on a CPU
+        samples = timing[side]["samples_ms"]
+        assert len(samples) == timing[side]["n"] and statistics.median(samples) == pytest.approx(timing[side]["median_ms"], abs=1e-5)
+        assert timing[side]["device_allocs"] == 0
     assert record["sandbox"]["isolation"]["network"] == "namespace"
     assert len(record["stages"]["correctness"]["trials"]) >= 4
 

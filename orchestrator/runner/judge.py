@@ -286,7 +286,8 @@ class Judge:
 
         # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike
         rounds = timing.interleaved({"candidate": time_candidate, "reference": time_reference}, iters, warmup,
-                                    rounds=1 if cpu else 5)
+                                    rounds=1 if cpu else 5, **timing.budget(t, cpu, lambda name, reply: (
+                                        reply["timing"] if name == "candidate" else reply)["times_ms"]))
         prints = [p for reply in rounds["candidate"] for p in reply["fingerprints"]]
         rel = timing.fingerprint_rel(self.problem.manifest["tolerance"], hasattr(self.problem.module, "check_output"))
         bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k], rel)]
@@ -299,7 +300,8 @@ class Judge:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
-        cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
+        cand_stats = timing.stats(cand_t["times_ms"], cand_t["device_allocs"])
+        ref_stats = timing.stats(ref_t["times_ms"], ref_t["device_allocs"])
         self.stages["timing"].update({
             "status": "passed", "candidate": cand_stats, "reference": ref_stats,
             "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,

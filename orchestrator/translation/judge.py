@@ -169,7 +169,8 @@ class TranslationJudge:
         ref_lib = self.library("h100")
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
         replies = timing.interleaved({"candidate": lambda n, w: self._time(cand, sets, n, w),
-                                      "reference": lambda n, w: self._time(ref_lib, sets, n, w)}, iters, warmup)
+                                      "reference": lambda n, w: self._time(ref_lib, sets, n, w)}, iters, warmup,
+                                     **timing.budget(t, not self.cuda, lambda name, reply: reply["timing"]["times_ms"]))
         prints = [p for reply in replies["candidate"] for p in reply["fingerprints"]]
         bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k])]
         if bad:
@@ -181,16 +182,17 @@ class TranslationJudge:
                                                 "host clock around the same region")
         cand.close()
         ref_lib.close()
-        cand_stats, ref_stats = timing.stats(cand_t["times_ms"]), timing.stats(ref_t["times_ms"])
+        cand_stats = timing.stats(cand_t["times_ms"], cand_t["device_allocs"])
+        ref_stats = timing.stats(ref_t["times_ms"], ref_t["device_allocs"])
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
             base_lib = self.library("a100")
-            base_t = self._time(base_lib, sets, iters, warmup)["timing"]
+            base_t = self._time(base_lib, sets, len(cand_t["times_ms"]), warmup)["timing"]
             base_lib.close()
-            base_stats = timing.stats(base_t["times_ms"])
+            base_stats = timing.stats(base_t["times_ms"], base_t.get("device_allocs"))
             entry["baseline"] = base_stats
             entry["speedup_vs_baseline"] = base_stats["median_ms"] / cand_stats["median_ms"]
             entry["reference_over_baseline"] = base_stats["median_ms"] / ref_stats["median_ms"]

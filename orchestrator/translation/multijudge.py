@@ -262,7 +262,8 @@ class MultiJudge:
         ref = self.group("h100")
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
         rounds = timing.interleaved({"candidate": lambda n, w: self._time(cand, sets, n, w),
-                                     "reference": lambda n, w: self._time(ref, sets, n, w)}, iters, warmup)
+                                     "reference": lambda n, w: self._time(ref, sets, n, w)}, iters, warmup,
+                                    **timing.budget(t, not self.cuda, lambda name, chunk: chunk))
         cand_ms = [x for chunk in rounds["candidate"] for x in chunk]
         ref_ms = [x for chunk in rounds["reference"] for x in chunk]
         cand.close()
@@ -275,7 +276,7 @@ class MultiJudge:
         if self.job["libraries"].get("a100"):
             try:
                 base = self.group("a100")
-                base_ms = self._time(base, sets, iters, warmup)
+                base_ms = self._time(base, sets, len(cand_ms), warmup)
                 base.close()
                 entry["baseline"] = timing.stats(base_ms)
                 entry["speedup_vs_baseline"] = entry["baseline"]["median_ms"] / cand_stats["median_ms"]

@@ -114,7 +114,8 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         "seed": seed if seed is not None else (settings.seed if settings.seed is not None else secrets.randbits(62)),
         "trials": settings.trials, "stress": settings.stress,
         "timing": {"iters": settings.timing_iters, "warmup": settings.timing_warmup,
-                   "input_sets": settings.timing_input_sets},
+                   "input_sets": settings.timing_input_sets, "budget_ms": settings.timing_budget_ms,
+                   "iters_max": settings.timing_iters_max},
         "trial_timeout_s": settings.trial_timeout_s,
     }
     timeout = float(task.manifest["time_limits"]["total_s"])

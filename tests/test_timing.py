@@ -1,0 +1,57 @@
+"""The timing plan: interleaved rounds, the time budget for short kernels, published samples."""
+from __future__ import annotations
+
+import statistics
+
+from orchestrator.runner import timing
+
+
+def _timers(ms: dict[str, float], calls: list[tuple[str, int, int]]):
+    def make(name: str):
+        def timed(n: int, warmup: int) -> list[float]:
+            calls.append((name, n, warmup))
+            return [ms[name]] * n
+        return timed
+
+    return {name: make(name) for name in ms}
+
+
+def test_rounds_alternate_abba_and_keep_the_count_without_a_budget():
+    calls: list[tuple[str, int, int]] = []
+    replies = timing.interleaved(_timers({"candidate": 0.07, "reference": 0.07}, calls), iters=50, warmup=3)
+    assert [c[0] for c in calls[:6]] == ["candidate", "reference", "reference", "candidate", "candidate", "reference"]
+    assert sum(map(len, replies["candidate"])) == 50 and calls[0][2] == 3 and calls[2][2] == 1
+
+
+def test_a_short_kernel_gets_iterations_up_to_the_budget_and_the_cap():
+    calls: list[tuple[str, int, int]] = []
+    replies = timing.interleaved(_timers({"candidate": 0.07, "reference": 0.08}, calls), iters=30, warmup=3,
+                                 budget_ms=100, iters_max=1000, times_of=lambda name, reply: reply)
+    n = sum(map(len, replies["candidate"]))
+    assert 1000 <= n <= 1100, n  # 100 ms / 0.07 ms = 1429 wanted, capped at about 1000
+    assert sum(map(len, replies["reference"])) == n  # both sides the same count
+    assert len(replies["candidate"]) == 20  # spread over four times the rounds
+    calls.clear()
+    replies = timing.interleaved(_timers({"candidate": 0.5, "reference": 0.5}, calls), iters=50, warmup=3,
+                                 budget_ms=100, iters_max=1000, times_of=lambda name, reply: reply)
+    assert 200 <= sum(map(len, replies["candidate"])) <= 220
+
+
+def test_a_long_kernel_keeps_the_configured_count():
+    calls: list[tuple[str, int, int]] = []
+    replies = timing.interleaved(_timers({"candidate": 5.0, "reference": 6.0}, calls), iters=50, warmup=3,
+                                 budget_ms=100, iters_max=1000, times_of=lambda name, reply: reply)
+    assert [len(r) for r in replies["candidate"]] == [10] * 5
+
+
+def test_no_budget_on_a_cpu():
+    assert timing.budget({"budget_ms": 100, "iters_max": 1000}, cpu=True, times_of=lambda n, r: r) == {}
+    gpu = timing.budget({"budget_ms": 100, "iters_max": 1000}, cpu=False, times_of=lambda n, r: r)
+    assert gpu["budget_ms"] == 100 and gpu["iters_max"] == 1000
+
+
+def test_stats_publish_every_sample_in_order():
+    times = [0.3, 0.1, 0.2, 0.5]
+    s = timing.stats(times, device_allocs=2)
+    assert s["samples_ms"] == times and s["median_ms"] == statistics.median(times) and s["device_allocs"] == 2
+    assert "device_allocs" not in timing.stats(times)
