@@ -100,6 +100,12 @@ def main() -> int:
         (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
         built = all("builds" in e and all(b["ok"] for b in e["builds"].values()) for e in report["tasks"].values())
         return 0 if built else 1
+    report["track"], report["gpus"] = args.track, settings.gpus
+    stem = "translation_verify" if not multi else "translation_verify_multi"
+
+    def write_report(report: dict) -> None:
+        (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
+
     for task in tasks:
         entry = report["tasks"][task.id]
         if "builds_error" in entry:
@@ -123,9 +129,8 @@ def main() -> int:
             except Exception:
                 entry[label] = {"error": traceback.format_exc()[-3000:]}
             print(f"[{time.time() - t0:6.0f} s]", task.id, label, json.dumps(entry[label], default=str)[:800], flush=True)
-    report["track"], report["gpus"] = args.track, settings.gpus
-    stem = "translation_verify" if not multi else "translation_verify_multi"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
+            write_report(report)  # after every row: a lane cut short by its budget keeps what it scored
+    write_report(report)
     lines = ["| task | a100 build s | h100 build s | H100 ref as candidate: status, speedup [CI95] | "
              "A100 baseline: status | H100 ms | A100 ms | ref over baseline |", "|---|---|---|---|---|---|---|---|"]
     for tid, e in report["tasks"].items():

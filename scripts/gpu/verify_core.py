@@ -154,22 +154,42 @@ def reference_one(e) -> None:
 
 
 def repeat(problem: str, n: int) -> None:
+    """The same oracle evaluated n times, each in its own process, on the same inputs
+    (fixed seed: what varies is the harness and the GPU, not the data). The GPU's clocks,
+    power and throttle reasons are sampled alongside (repeat_clocks.csv), and every run's
+    timed samples kept, so a spread between runs can be traced to its cause."""
     oracle = REPO / "problems" / problem / "solutions" / "oracle.py"
+    gpu = os.environ.get("POPCORN_GPUS", "0").split(",")[0]
+    seed = os.environ.get("REPEAT_SEED", "1")
+    clocks = subprocess.Popen(
+        ["nvidia-smi", "-i", gpu, "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+         "clocks_event_reasons.active", "--format=csv", "-lms", "250"],
+        stdout=open(OUT / "repeat_clocks.csv", "w"), stderr=subprocess.DEVNULL)
     medians = []
-    for i in range(n):
-        out = subprocess.run([sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
-                              str(oracle), "--device", "cuda", "--stress", "0", "--sandbox", "local", "--json"],
-                             capture_output=True, text=True, cwd=REPO,
-                             # no ncu counter replay: it is not what this measures, and each evaluation took 56 s with it
-                             env={**os.environ, "POPCORN_COUNTERS": "false"})
-        record = json.loads(out.stdout)
-        medians.append(record["stages"]["timing"]["candidate"]["median_ms"])
-        print(f"run {i}: {medians[-1]:.5f} ms", flush=True)
-        append("repeat_runs.jsonl", {"kind": "repeat_run", "problem": problem, "run": i, "median_ms": medians[-1],
-                                     "stage_s": {k: v.get("stage_wall_s", v.get("wall_s"))
-                                                 for k, v in record["stages"].items() if isinstance(v, dict)}})
+    try:
+        for i in range(n):
+            started = time.strftime("%Y/%m/%d %H:%M:%S")
+            out = subprocess.run([sys.executable, "-m", "orchestrator", "eval", "--problem", problem, "--solution",
+                                  str(oracle), "--device", "cuda", "--stress", "0", "--sandbox", "local", "--json",
+                                  "--seed", seed], capture_output=True, text=True, cwd=REPO,
+                                 # no ncu counter replay: not what this measures (56 s an evaluation with it)
+                                 env={**os.environ, "POPCORN_COUNTERS": "false"})
+            record = json.loads(out.stdout)
+            timed = record["stages"]["timing"]
+            medians.append(timed["candidate"]["median_ms"])
+            print(f"run {i}: {medians[-1]:.5f} ms", flush=True)
+            append("repeat_runs.jsonl", {
+                "kind": "repeat_run", "problem": problem, "run": i, "seed": seed, "median_ms": medians[-1],
+                "started": started, "ended": time.strftime("%Y/%m/%d %H:%M:%S"),
+                "samples_ms": timed["candidate"].get("samples_ms"),
+                "device_allocs": timed["candidate"].get("device_allocs"),
+                "reference_median_ms": timed["reference"]["median_ms"],
+                "stage_s": {k: v.get("stage_wall_s", v.get("wall_s"))
+                            for k, v in record["stages"].items() if isinstance(v, dict)}})
+    finally:
+        clocks.terminate()
     cv = statistics.pstdev(medians) / statistics.fmean(medians)
-    row = {"problem": problem, "runs": n, "medians_ms": medians, "cv_of_median": cv}
+    row = {"problem": problem, "runs": n, "seed": seed, "medians_ms": medians, "cv_of_median": cv}
     append("results.jsonl", {"kind": "repeatability", **row})
     print(json.dumps(row), flush=True)
 
