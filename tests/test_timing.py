@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+import torch
+
 from orchestrator.runner import timing
 
 
@@ -55,3 +58,26 @@ def test_stats_publish_every_sample_in_order():
     s = timing.stats(times, device_allocs=2)
     assert s["samples_ms"] == times and s["median_ms"] == statistics.median(times) and s["device_allocs"] == 2
     assert "device_allocs" not in timing.stats(times)
+
+
+def test_stats_carry_the_harness_floor():
+    s = timing.stats([0.3, 0.1, 0.2], floor_ms=[0.05, 0.04, 0.06])
+    assert s["floor_ms"] == 0.05
+    assert "floor_ms" not in timing.stats([0.3])
+    joined = timing.joined([{"times_ms": [1.0], "host_ms": [1.1], "device_allocs": 1, "floor_ms": [0.05]},
+                            {"times_ms": [2.0], "host_ms": [2.1], "device_allocs": 2, "floor_ms": [0.06]}])
+    assert joined == {"times_ms": [1.0, 2.0], "host_ms": [1.1, 2.1], "device_allocs": 3, "floor_ms": [0.05, 0.06]}
+
+
+@pytest.mark.gpu
+def test_cuda_regions_report_samples_floor_and_allocations():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    a = torch.randn(2048, 2048, device="cuda")
+    torch.cuda.empty_cache()  # no cached blocks left by earlier tests to serve the held outputs
+    result = timing.time_calls(lambda x: x @ x, [(a,)], "cuda", iters=8, warmup=2, hold_bytes=1 << 30)
+    assert len(result["times_ms"]) == 8 and len(result["floor_ms"]) == timing.FLOOR_ITERS
+    # an empty call's region is cheaper than a 2048^3 matmul's, and not free
+    assert 0 < statistics.median(result["floor_ms"]) < statistics.median(result["times_ms"])
+    # eight held outputs of 16 MiB each: the first of them needed fresh device memory
+    assert result["device_allocs"] >= 1

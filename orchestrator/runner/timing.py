@@ -48,7 +48,8 @@ class TimerGuard:
         return [name for name, get in WATCHED.items() if get() is not self._original[name]]
 
 
-def stats(times_ms: Sequence[float], device_allocs: int | None = None) -> dict[str, Any]:
+def stats(times_ms: Sequence[float], device_allocs: int | None = None,
+          floor_ms: Sequence[float] = ()) -> dict[str, Any]:
     """Summary of timed iterations, with every sample in the order it was taken (rounds
     of an interleaved measurement follow each other), so a published record can be
     re-analysed: a bimodal distribution, a slow first round, drift."""
@@ -61,6 +62,8 @@ def stats(times_ms: Sequence[float], device_allocs: int | None = None) -> dict[s
            "iqr_ms": q3 - q1, "cv": cv, "n": n, "samples_ms": [round(x, 6) for x in times_ms]}
     if device_allocs is not None:
         out["device_allocs"] = device_allocs
+    if floor_ms:
+        out["floor_ms"] = statistics.median(floor_ms)
     return out
 
 
@@ -158,25 +161,17 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
             held.clear(); seen_ptrs.clear(); held_bytes = 0
         if cuda:
             assert flush is not None
-            flush()
-            _cuda_sync()
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             segments = _segments_allocated()
-            t0 = _perf_counter_ns()
-            _event_record(start)
-            out = fn(*inputs)
-            _cuda_sync()
-            _event_record(end)
-            _event_sync(end)
-            t1 = _perf_counter_ns()
-            times.append(float(_event_elapsed(start, end)))
+            event_ms, host_ms, out = _cuda_region(fn, inputs, flush)
+            times.append(event_ms)
             allocs += _segments_allocated() - segments
+            host.append(host_ms)
         else:
             t0 = _perf_counter_ns()
             out = fn(*inputs)
             t1 = _perf_counter_ns()
             times.append((t1 - t0) / 1e6)
-        host.append((t1 - t0) / 1e6)
+            host.append((t1 - t0) / 1e6)
         ptrs = _storage_ptrs(out)
         reused += any(p in seen_ptrs for p in ptrs)
         seen_ptrs.update(ptrs)
@@ -185,8 +180,36 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
         if on_output is not None:
             on_output(k, out)
         del out
+    # The harness's own share of every timed region: the same region around a call that
+    # does nothing (host launch and synchronize latencies; about 0.055 ms was the floor of
+    # every 0.06-0.09 ms translation kernel on the H200). Recorded, not subtracted.
+    floor = [_cuda_region(_nothing, (), flush)[0] for _ in range(FLOOR_ITERS)] if cuda else []
     return {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall",
-            "l2_flush": cuda, "reused_output_storage": reused, "device_allocs": allocs}
+            "l2_flush": cuda, "reused_output_storage": reused, "device_allocs": allocs, "floor_ms": floor}
+
+
+FLOOR_ITERS = 5
+
+
+def _nothing(*_: Any) -> None:
+    return None
+
+
+def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher") -> tuple[float, float, Any]:
+    """One timed iteration: L2 flushed, then CUDA events around the call, the region closed
+    by a device-wide synchronize (work left on a side stream still counts). Returns the
+    event time, the host time around the same region (ms) and the call's output."""
+    flush()
+    _cuda_sync()
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    t0 = _perf_counter_ns()
+    _event_record(start)
+    out = fn(*inputs)
+    _cuda_sync()
+    _event_record(end)
+    _event_sync(end)
+    t1 = _perf_counter_ns()
+    return float(_event_elapsed(start, end)), (t1 - t0) / 1e6, out
 
 
 def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup: int, rounds: int = 5,
@@ -235,6 +258,7 @@ def joined(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     allocator segments they created inside their timed regions."""
     out: dict[str, Any] = {key: [x for c in chunks for x in c[key]] for key in ("times_ms", "host_ms")}
     out["device_allocs"] = sum(int(c.get("device_allocs", 0)) for c in chunks)
+    out["floor_ms"] = [x for c in chunks for x in c.get("floor_ms", [])]
     return out
 
 
