@@ -66,7 +66,10 @@ def test_stats_carry_the_harness_floor():
     assert "floor_ms" not in timing.stats([0.3])
     joined = timing.joined([{"times_ms": [1.0], "host_ms": [1.1], "device_allocs": 1, "floor_ms": [0.05]},
                             {"times_ms": [2.0], "host_ms": [2.1], "device_allocs": 2, "floor_ms": [0.06]}])
-    assert joined == {"times_ms": [1.0, 2.0], "host_ms": [1.1, 2.1], "device_allocs": 3, "floor_ms": [0.05, 0.06]}
+    assert joined == {"times_ms": [1.0, 2.0], "host_ms": [1.1, 2.1], "device_allocs": 3, "floor_ms": [0.05, 0.06],
+                      "batched_ms": []}
+    summary = timing.summary({**joined, "batched_ms": [0.02, 0.03]})
+    assert summary["floor_ms"] == 0.055 and summary["batched_ms"] == 0.025 and summary["device_allocs"] == 3
 
 
 @pytest.mark.gpu
@@ -81,3 +84,5 @@ def test_cuda_regions_report_samples_floor_and_allocations():
     assert 0 < statistics.median(result["floor_ms"]) < statistics.median(result["times_ms"])
     # eight held outputs of 16 MiB each: the first of them needed fresh device memory
     assert result["device_allocs"] >= 1
+    # under 1 ms a call: also the diagnostic per-call time of a batch in one region
+    assert len(result["batched_ms"]) == 1 and result["batched_ms"][0] > 0

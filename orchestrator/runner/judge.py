@@ -300,8 +300,8 @@ class Judge:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
-        cand_stats = timing.stats(cand_t["times_ms"], cand_t["device_allocs"], cand_t["floor_ms"])
-        ref_stats = timing.stats(ref_t["times_ms"], ref_t["device_allocs"], ref_t["floor_ms"])
+        cand_stats = timing.summary(cand_t)
+        ref_stats = timing.summary(ref_t)
         self.stages["timing"].update({
             "status": "passed", "candidate": cand_stats, "reference": ref_stats,
             "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,

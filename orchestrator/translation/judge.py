@@ -182,8 +182,8 @@ class TranslationJudge:
                                                 "host clock around the same region")
         cand.close()
         ref_lib.close()
-        cand_stats = timing.stats(cand_t["times_ms"], cand_t["device_allocs"], cand_t["floor_ms"])
-        ref_stats = timing.stats(ref_t["times_ms"], ref_t["device_allocs"], ref_t["floor_ms"])
+        cand_stats = timing.summary(cand_t)
+        ref_stats = timing.summary(ref_t)
         ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
@@ -192,7 +192,7 @@ class TranslationJudge:
             base_lib = self.library("a100")
             base_t = self._time(base_lib, sets, len(cand_t["times_ms"]), warmup)["timing"]
             base_lib.close()
-            base_stats = timing.stats(base_t["times_ms"], base_t.get("device_allocs"), base_t.get("floor_ms", ()))
+            base_stats = timing.summary(timing.joined([base_t]))
             entry["baseline"] = base_stats
             entry["speedup_vs_baseline"] = base_stats["median_ms"] / cand_stats["median_ms"]
             entry["reference_over_baseline"] = base_stats["median_ms"] / ref_stats["median_ms"]
