@@ -40,6 +40,16 @@ def test_a_short_kernel_gets_iterations_up_to_the_budget_and_the_cap():
     assert 200 <= sum(map(len, replies["candidate"])) <= 220
 
 
+def test_each_side_gets_its_own_count():
+    # a 0.25 ms oracle beside a 30 ms reference: the oracle fills the budget, the reference keeps ~iters
+    calls: list[tuple[str, int, int]] = []
+    replies = timing.interleaved(_timers({"candidate": 0.25, "reference": 30.0}, calls), iters=50, warmup=3,
+                                 budget_ms=100, iters_max=1000, times_of=lambda name, reply: reply)
+    assert 400 <= sum(map(len, replies["candidate"])) <= 440
+    assert 50 <= sum(map(len, replies["reference"])) <= 70
+    assert len(replies["candidate"]) == len(replies["reference"]) == 20
+
+
 def test_a_long_kernel_keeps_the_configured_count():
     calls: list[tuple[str, int, int]] = []
     replies = timing.interleaved(_timers({"candidate": 5.0, "reference": 6.0}, calls), iters=50, warmup=3,

@@ -251,24 +251,26 @@ def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup
     cold while the other ran). Returns every name's replies in order.
 
     With a `budget_ms` (and `times_of(name, reply)` to read a reply's times), the first
-    round sizes the rest: short kernels get more iterations, until the fastest name's add
-    up to about `budget_ms` (at most `iters_max`), over up to four times more rounds. Thirty
-    samples of a 0.07 ms kernel, whose single iterations scatter by 20 %, put the same
-    library at 1.13x-1.42x against itself on the H200 (2026-11-30); a time budget is
-    what Triton's do_bench and nvbench do too."""
+    round sizes the rest: a short kernel gets more iterations, until its own add up to about
+    `budget_ms` (at most `iters_max`; each name its own count, so a 30 ms reference beside a
+    0.3 ms oracle keeps about `iters`), over up to four times more rounds. Thirty samples of
+    a 0.07 ms kernel, whose single iterations scatter by 20 %, put the same library at
+    1.13x-1.42x against itself on the H200 (2026-11-30); a time budget is what Triton's
+    do_bench and nvbench do too."""
     names = list(timers)
     replies: dict[str, list[Any]] = {name: [] for name in names}
     planned = max(rounds, 1)
-    per = max(1, math.ceil(iters / planned))
+    first = max(1, math.ceil(iters / planned))
+    per = {name: first for name in names}
     r = 0
     while r < planned:
         for name in (names if r % 2 == 0 else names[::-1]):
-            replies[name].append(timers[name](per, warmup if r == 0 else 1))
+            replies[name].append(timers[name](per[name], warmup if r == 0 else 1))
         if r == 0 and budget_ms > 0 and times_of is not None:
-            fastest = min(statistics.median(times_of(name, replies[name][0])) for name in names)
-            wanted = min(max(iters, math.ceil(budget_ms / max(fastest, 1e-6))), max(iters_max, iters))
-            planned = min(max(math.ceil(wanted / 10), planned), 4 * planned)
-            per = max(1, math.ceil((wanted - per) / max(planned - 1, 1)))
+            wanted = {name: min(max(iters, math.ceil(budget_ms / max(statistics.median(times_of(name, replies[name][0])),
+                                                                   1e-6))), max(iters_max, iters)) for name in names}
+            planned = min(max(math.ceil(max(wanted.values()) / 10), planned), 4 * planned)
+            per = {name: max(1, math.ceil((wanted[name] - first) / max(planned - 1, 1))) for name in names}
         r += 1
     return replies
 

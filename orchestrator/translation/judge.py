@@ -190,7 +190,7 @@ class TranslationJudge:
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
             base_lib = self.library("a100")
-            base_t = self._time(base_lib, sets, len(cand_t["times_ms"]), warmup)["timing"]
+            base_t = self._time(base_lib, sets, len(ref_t["times_ms"]), warmup)["timing"]
             base_lib.close()
             base_stats = timing.summary(timing.joined([base_t]))
             entry["baseline"] = base_stats

@@ -276,7 +276,7 @@ class MultiJudge:
         if self.job["libraries"].get("a100"):
             try:
                 base = self.group("a100")
-                base_ms = self._time(base, sets, len(cand_ms), warmup)
+                base_ms = self._time(base, sets, len(ref_ms), warmup)
                 base.close()
                 entry["baseline"] = timing.stats(base_ms)
                 entry["speedup_vs_baseline"] = entry["baseline"]["median_ms"] / cand_stats["median_ms"]
