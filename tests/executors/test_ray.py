@@ -145,7 +145,10 @@ def test_killing_a_worker_and_a_node_mid_run_loses_no_episode(ray_cluster, tmp_p
         want = 2 if int(r["attempt"]) % 5 == 4 else 1
         assert len(r["standin"]["gpus"]) == want
         assert r["standin"]["cuda_visible_devices"] == ",".join(map(str, r["standin"]["gpus"]))
-    assert len({r["placement"]["node_id"] for r in records}) >= 2
+    # spread over the cluster: the removed node ran episodes (above), and others finished them; every
+    # record may come from the survivors (seen on a loaded CI when the node died before any of its
+    # episodes had finished)
+    assert len({r["placement"]["node_id"] for r in records} | {node.node_id}) >= 2
     # same results as the local executor gives
     local_dir = RunDir(tmp_path / "local")
     from orchestrator.executors import LocalExecutor
