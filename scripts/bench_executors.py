@@ -21,7 +21,6 @@ compare-runs: two real runs of the same episodes (scripts/gpu/executors_x2.sh): 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -36,7 +35,6 @@ from tabulate import tabulate  # noqa: E402
 
 from orchestrator.agent.records import RunDir  # noqa: E402
 from orchestrator.executors import LocalExecutor, Progress  # noqa: E402
-from orchestrator.executors.gpus import Lease  # noqa: E402
 from orchestrator.executors.order import order_episodes  # noqa: E402
 from orchestrator.executors.standin import StandInWork, plan_items  # noqa: E402
 
@@ -114,17 +112,6 @@ def busy(args: argparse.Namespace) -> None:
     print(tabulate(rows, headers=["GPUs", "episodes per GPU at once", "episodes", "wall s", "GPUs busy scoring"]))
 
 
-@dataclasses.dataclass
-class UnequalStandIn(StandInWork):
-    """The stand-in episode, scoring (GPU held exclusively) for a per-problem number of seconds."""
-    scoring_by_problem: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def __call__(self, item: dict[str, Any], lease: Lease, run_dir: RunDir) -> dict[str, Any]:
-        one = StandInWork(agent_s=self.agent_s, scoring_s=self.scoring_by_problem[item["problem"]],
-                          run_id=self.run_id)
-        return one(item, lease, run_dir)
-
-
 def _list_schedule_end(durations: list[float], gpus: int) -> float:
     """When a queue of `durations` ends on `gpus` GPUs, each taking the next as it frees."""
     ends = [0.0] * max(gpus, 1)
@@ -137,7 +124,7 @@ def order(args: argparse.Namespace) -> None:
     walls = [float(w) for w in args.walls.split(",")] if args.walls else list(ORACLE_WALLS_S)
     items = plan_items(len(walls), problems=len(walls))
     seconds = {item["problem"]: w * args.scale for item, w in zip(items, walls)}
-    work = UnequalStandIn(agent_s=0.0, scoring_by_problem=seconds)
+    work = StandInWork(agent_s=0.0, scoring_by_problem=seconds)
     results = Path(tempfile.mkdtemp(prefix="bench-order-"))
     rows = []
     for name in ("catalog", "longest-first"):

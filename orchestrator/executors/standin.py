@@ -37,6 +37,7 @@ def expected_verdict(episode_id: str) -> dict[str, Any]:
 class StandInWork:
     agent_s: float = 0.2           # the model's turns: no GPU held
     scoring_s: float = 0.2         # the judge: GPUs held exclusively
+    scoring_by_problem: dict[str, float] = dataclasses.field(default_factory=dict)  # problem -> its own scoring_s
     gpus_per_item: int = 1         # 0: a CPU-only run
     multi_gpu_every: int = 0       # every n-th item (by attempt) needs all available GPUs
     pid_dir: str | None = None
@@ -65,7 +66,7 @@ class StandInWork:
         time.sleep(self.agent_s)
         with lease.exclusive():
             held_from = time.monotonic()
-            time.sleep(self.scoring_s)
+            time.sleep(self.scoring_by_problem.get(item["problem"], self.scoring_s))
             held_to = time.monotonic()
         code = f"# stand-in submission for {item['episode_id']}\n"
         artifact = run_dir.write_artifact(item["episode_id"], code)

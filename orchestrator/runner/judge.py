@@ -124,14 +124,17 @@ class Candidate(ProcessHandle):
 
 
 
-def timed_stages(stages: dict[str, dict[str, Any]], steps: list[tuple[str, Callable[[], None]]]) -> None:
-    """Run the steps in order; each stage record gets its whole wall time (`stage_wall_s`: inputs,
-    reference, candidate calls, checks), also when it fails, so a slow evaluation says where it
-    went. Shared by the core, collectives and translation judges."""
+def timed_stages(stages: dict[str, dict[str, Any]], mode: str, cand: Any, correctness: Callable[[Any], None],
+                 stress: Callable[[Any], None], timing: Callable[[Any], None]) -> None:
+    """Correctness, then (unless only checking) stress and timing, in order; each stage record
+    gets its whole wall time (`stage_wall_s`: inputs, reference, candidate calls, checks), also
+    when it fails, so a slow evaluation says where it went. Shared by the core, collectives and
+    translation judges."""
+    steps = [("correctness", correctness)] + ([] if mode == "check" else [("stress", stress), ("timing", timing)])
     for name, step in steps:
         t0 = time.perf_counter()
         try:
-            step()
+            step(cand)
         finally:
             if name in stages:
                 stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
@@ -199,12 +202,8 @@ class Judge:
         self.checked_stages(cand)
 
     def checked_stages(self, cand: Any) -> None:
-        """Correctness, then (unless only checking) stress and timing, each with its whole wall
-        time (inputs, reference, transfer, checks), so a slow evaluation says where it went."""
-        steps = [("correctness", lambda: self.correctness(cand))]
-        if self.mode != "check":
-            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
-        timed_stages(self.stages, steps)
+        """This judge's stages through timed_stages (the collectives judge calls it too)."""
+        timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
 
     def _build(self, cand: Candidate, shape: Shape) -> None:
         cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},

@@ -115,6 +115,10 @@ def fingerprints_agree(a: list[tuple[float, float]], b: list[tuple[float, float]
     return True
 
 
+def _nbytes(inputs: Sequence[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+
+
 def _fresh_copy(inputs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
 
@@ -158,7 +162,7 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     for i in range(iters):
         k = i % len(input_sets)
         inputs = _fresh_copy(input_sets[k])
-        size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        size = _nbytes(inputs)
         if held_bytes + 2 * size > hold_bytes:
             held.clear(); seen_ptrs.clear(); held_bytes = 0
         if cuda:
@@ -207,8 +211,7 @@ def _diagnostics(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], fl
     what the next GPU run is to show. A failure here (memory) only drops the figure."""
     out: dict[str, list[float]] = {"floor_ms": [_cuda_region(_nothing, (), flush)[0] for _ in range(FLOOR_ITERS)],
                                    "batched_ms": []}
-    size = sum(t.numel() * t.element_size() for t in input_sets[0] if isinstance(t, torch.Tensor))
-    if times and statistics.median(times) < 1.0 and 2 * size * BATCH_CALLS <= hold_bytes:
+    if times and statistics.median(times) < 1.0 and 2 * _nbytes(input_sets[0]) * BATCH_CALLS <= hold_bytes:
         try:
             copies = [_fresh_copy(input_sets[i % len(input_sets)]) for i in range(BATCH_CALLS)]
             outs: list[Any] = []
@@ -267,12 +270,17 @@ def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup
         for name in (names if r % 2 == 0 else names[::-1]):
             replies[name].append(timers[name](per[name], warmup if r == 0 else 1))
         if r == 0 and budget_ms > 0 and times_of is not None:
-            wanted = {name: min(max(iters, math.ceil(budget_ms / max(statistics.median(times_of(name, replies[name][0])),
-                                                                   1e-6))), max(iters_max, iters)) for name in names}
+            wanted = {name: _budgeted(statistics.median(times_of(name, replies[name][0])), iters, budget_ms, iters_max)
+                      for name in names}
             planned = min(max(math.ceil(max(wanted.values()) / 10), planned), 4 * planned)
             per = {name: max(1, math.ceil((wanted[name] - first) / max(planned - 1, 1))) for name in names}
         r += 1
     return replies
+
+
+def _budgeted(median_ms: float, iters: int, budget_ms: float, iters_max: int) -> int:
+    """Iterations of a kernel of `median_ms` that add up to `budget_ms`, within [iters, iters_max]."""
+    return min(max(iters, math.ceil(budget_ms / max(median_ms, 1e-6))), max(iters_max, iters))
 
 
 def budget(settings: dict[str, Any], cpu: bool, times_of: Callable[[str, Any], Sequence[float]]) -> dict[str, Any]:

@@ -115,10 +115,7 @@ class TranslationJudge:
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
         if self.mode == "compile":
             return
-        steps = [("correctness", lambda: self.correctness(cand))]
-        if self.mode != "check":
-            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
-        timed_stages(self.stages, steps)
+        timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
 
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         inputs = self.inputs(shape, self._seed())

@@ -194,10 +194,7 @@ class MultiJudge:
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
         if self.mode == "compile":
             return
-        steps = [("correctness", lambda: self.correctness(cand))]
-        if self.mode != "check":
-            steps += [("stress", lambda: self.stress(cand)), ("timing", lambda: self.timing(cand))]
-        timed_stages(self.stages, steps)
+        timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
 
     def correctness(self, cand: RankGroup) -> None:
         trials: list[dict[str, Any]] = []

@@ -1,7 +1,6 @@
 """Longest-first start order from earlier runs' recorded durations (executors/order.py)."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +8,6 @@ import pytest
 
 from orchestrator.agent.records import RunDir
 from orchestrator.executors import LocalExecutor, execute
-from orchestrator.executors.gpus import Lease
 from orchestrator.executors.order import longest_first, order_episodes, recorded_durations
 from orchestrator.executors.standin import StandInWork, plan_items
 
@@ -86,17 +84,6 @@ def test_durations_are_the_median_of_earlier_runs_of_the_same_harness_and_model(
 
 # ------------------------------------------------------------------ end to end on two fake GPUs
 
-@dataclasses.dataclass
-class UnequalStandIn(StandInWork):
-    """The stand-in episode, holding its GPU for a per-problem number of seconds."""
-    scoring_by_problem: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def __call__(self, item: dict[str, Any], lease: Lease, run_dir: RunDir) -> dict[str, Any]:
-        one = StandInWork(agent_s=self.agent_s, scoring_s=self.scoring_by_problem[item["problem"]],
-                          run_id=self.run_id)
-        return one(item, lease, run_dir)
-
-
 def _gpu_loads(run_dir: RunDir, seconds: dict[str, float]) -> dict[int, float]:
     """Per GPU, the nominal seconds of the episodes the executor placed on it: when it
     would end with no overhead. Nominal, not measured, so a loaded machine cannot flake it."""
@@ -118,7 +105,7 @@ def test_longest_first_from_a_real_earlier_run_ends_no_later_on_two_gpus(tmp_pat
     items = plan_items(5, problems=5)
     long_problem = items[-1]["problem"]
     seconds = {item["problem"]: 0.2 for item in items} | {long_problem: 1.6}
-    work = UnequalStandIn(agent_s=0.0, scoring_by_problem=seconds)
+    work = StandInWork(agent_s=0.0, scoring_by_problem=seconds)
     results = tmp_path / "results"
 
     catalog_items, said = order_episodes(items, "longest-first", results, "st", "standin")
