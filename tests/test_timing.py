@@ -77,9 +77,52 @@ def test_stats_carry_the_harness_floor():
     joined = timing.joined([{"times_ms": [1.0], "host_ms": [1.1], "device_allocs": 1, "floor_ms": [0.05]},
                             {"times_ms": [2.0], "host_ms": [2.1], "device_allocs": 2, "floor_ms": [0.06]}])
     assert joined == {"times_ms": [1.0, 2.0], "host_ms": [1.1, 2.1], "device_allocs": 3, "floor_ms": [0.05, 0.06],
-                      "batched_ms": []}
+                      "batched_ms": [], "round_sizes": [1, 1]}
     summary = timing.summary({**joined, "batched_ms": [0.02, 0.03]})
     assert summary["floor_ms"] == 0.055 and summary["batched_ms"] == 0.025 and summary["device_allocs"] == 3
+
+
+def _noisy_rounds(rng, median, n_rounds, per_round, spread=0.5):
+    """Rounds whose level moves by up to `spread` (host state), samples scattered 2 % inside a round."""
+    levels = [1.0 + rng.uniform(0, spread) for _ in range(n_rounds)]
+    return [[median * level * rng.gauss(1.0, 0.02) for _ in range(per_round)] for level in levels]
+
+
+def test_the_interval_resamples_rounds_so_round_level_noise_widens_it():
+    import random
+    rng = random.Random(7)
+    ref, cand = _noisy_rounds(rng, 0.07, 18, 50), _noisy_rounds(rng, 0.07, 18, 50)
+    lo, hi = timing.speedup_ci(ref, cand, resamples=400)
+    pooled_lo, pooled_hi = timing.speedup_ci([sum(ref, [])], [sum(cand, [])], resamples=400)
+    assert hi - lo > 2 * (pooled_hi - pooled_lo)  # pooling 900 correlated samples claims a false precision
+    assert lo <= 1.0 <= hi  # the same distribution on both sides
+
+
+def test_the_interval_still_separates_a_real_difference():
+    import random
+    rng = random.Random(3)
+    ref, cand = _noisy_rounds(rng, 1.0, 5, 10, spread=0), _noisy_rounds(rng, 0.5, 5, 10, spread=0)
+    lo, hi = timing.speedup_ci(ref, cand, resamples=400)
+    assert 1.9 < lo < 2.0 < hi < 2.1
+
+
+def test_joined_rounds_split_back_in_order():
+    joined = timing.joined([{"times_ms": [1.0, 2.0], "host_ms": [1.0, 2.0]}, {"times_ms": [3.0], "host_ms": [3.0]}])
+    assert joined["round_sizes"] == [2, 1]
+    assert timing.rounds(joined) == [[1.0, 2.0], [3.0]]
+    assert timing.rounds({"times_ms": [4.0, 5.0]}) == [[4.0, 5.0]]
+    assert timing.summary(joined)["round_sizes"] == [2, 1]
+
+
+def test_input_sets_ship_with_the_first_round_only():
+    ship = timing.ships_once(["set"])
+    assert ship() == {"input_sets": ["set"]} and ship() == {} and ship() == {}
+    cache: dict = {}
+    loads = []
+    assert timing.cached_sets(cache, {"input_sets": [1, 2]}, lambda s: loads.append(s) or [x * 10 for x in s]) == [10, 20]
+    assert timing.cached_sets(cache, {}, lambda s: loads.append(s)) == [10, 20] and loads == [[1, 2]]
+    with pytest.raises(ValueError, match="without input sets"):
+        timing.cached_sets({}, {}, lambda s: s)
 
 
 @pytest.mark.gpu
@@ -92,7 +135,28 @@ def test_cuda_regions_report_samples_floor_and_allocations():
     assert len(result["times_ms"]) == 8 and len(result["floor_ms"]) == timing.FLOOR_ITERS
     # an empty call's region is cheaper than a 2048^3 matmul's, and not free
     assert 0 < statistics.median(result["floor_ms"]) < statistics.median(result["times_ms"])
-    # eight held outputs of 16 MiB each: the first of them needed fresh device memory
-    assert result["device_allocs"] >= 1
+    # eight held inputs and outputs of 16 MiB each: the allocator was primed with them before timing
+    assert result["device_allocs"] == 0
     # under 1 ms a call: also the diagnostic per-call time of a batch in one region
     assert len(result["batched_ms"]) == 1 and result["batched_ms"][0] > 0
+    # behind the launch spin, an empty call's region is the synchronize's return, well under 0.05 ms
+    assert statistics.median(result["floor_ms"]) < 0.05
+    # the host clock around a region, less the spin, is not far below the events' time
+    assert statistics.median(result["host_ms"]) >= 0.5 * statistics.median(result["times_ms"])
+
+
+@pytest.mark.gpu
+def test_host_work_inside_the_call_is_timed_although_the_gpu_spins():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    import time as _time
+    a = torch.randn(64, device="cuda")
+
+    def busy_host(x):  # 0.3 ms on the CPU, a trivial kernel on the GPU
+        t = _time.perf_counter()
+        while _time.perf_counter() - t < 3e-4:
+            pass
+        return x + 1
+
+    result = timing.time_calls(busy_host, [(a,)], "cuda", iters=10, warmup=2, hold_bytes=1 << 20)
+    assert statistics.median(result["times_ms"]) >= 0.3

@@ -358,7 +358,7 @@ class DistributedJudge(Judge):
         cand_ms = slowest_rank([c["timing"]["times_ms"] for c in cand_replies])
         ref_ms = slowest_rank([r["timing"]["times_ms"] for r in ref_replies])
         cand_stats, ref_stats = timing.stats(cand_ms), timing.stats(ref_ms)
-        ci = timing.speedup_ci(ref_ms, cand_ms)
+        ci = timing.speedup_ci([ref_ms], [cand_ms])  # one round per side here
         self.stages["timing"].update({
             "status": "passed", "candidate": cand_stats, "reference": ref_stats,
             "candidate_rank_medians_ms": [_median(c["timing"]["times_ms"]) for c in cand_replies],

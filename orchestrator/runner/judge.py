@@ -275,8 +275,10 @@ class Judge:
         ref_model = self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)
         dev_sets = [to_device(s, self.device) for s in sets]
 
+        cand_sets = timing.ships_once(sets)
+
         def time_candidate(n: int, w: int) -> dict[str, Any]:
-            return cand.call({"op": "time", "key": shape_key(shape), "input_sets": sets, "iters": n,
+            return cand.call({"op": "time", "key": shape_key(shape), **cand_sets(), "iters": n,
                               "warmup": w, "hold_bytes": hold}, self.trial_timeout * 4 + n * 10)
 
         def time_reference(n: int, w: int) -> dict[str, Any]:
@@ -298,7 +300,7 @@ class Judge:
         if not cpu and _median(cand_t["times_ms"]) < 0.5 * _median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
-        ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
+        ci = timing.speedup_ci(timing.rounds(ref_t), timing.rounds(cand_t))
         cand_stats = timing.summary(cand_t)
         ref_stats = timing.summary(ref_t)
         self.stages["timing"].update({

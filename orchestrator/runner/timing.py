@@ -1,7 +1,9 @@
 """Timing loops shared by the judge (reference) and the candidate's process.
 
 GPU: CUDA events around a region closed by a device-wide synchronize (work left on
-side streams is counted), L2 flushed before every iteration, warm-up excluded,
+side streams is counted) and opened behind a short spin kernel (the host's launch path
+is not timed; the host's own time inside the call is a floor), L2 flushed before every
+iteration, warm-up excluded, the allocator primed so timed regions allocate nothing,
 inputs rotated over distinct sets and re-allocated every iteration (new addresses,
 so output caching by pointer cannot pay off), the host clock read around the same
 region as a cross-check. CPU: the host clock, labelled `cpu_wall`.
@@ -26,6 +28,7 @@ _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
 _cuda_sync = torch.cuda.synchronize
+_gpu_sleep = getattr(torch.cuda, "_sleep", None)
 
 WATCHED: dict[str, Callable[[], Any]] = {
     "time.perf_counter_ns": lambda: time.perf_counter_ns,
@@ -49,7 +52,8 @@ class TimerGuard:
 
 
 def stats(times_ms: Sequence[float], device_allocs: int | None = None,
-          floor_ms: Sequence[float] = (), batched_ms: Sequence[float] = ()) -> dict[str, Any]:
+          floor_ms: Sequence[float] = (), batched_ms: Sequence[float] = (),
+          round_sizes: Sequence[int] = ()) -> dict[str, Any]:
     """Summary of timed iterations, with every sample in the order it was taken (rounds
     of an interleaved measurement follow each other), so a published record can be
     re-analysed: a bimodal distribution, a slow first round, drift."""
@@ -66,20 +70,38 @@ def stats(times_ms: Sequence[float], device_allocs: int | None = None,
         out["floor_ms"] = statistics.median(floor_ms)
     if batched_ms:
         out["batched_ms"] = statistics.median(batched_ms)
+    if round_sizes:
+        out["round_sizes"] = list(round_sizes)
     return out
 
 
-def speedup_ci(ref_ms: Sequence[float], cand_ms: Sequence[float], resamples: int = 2000,
-               seed: int = 0) -> tuple[float, float]:
-    """95 % bootstrap interval of median(ref) / median(candidate)."""
+def speedup_ci(ref_rounds: Sequence[Sequence[float]], cand_rounds: Sequence[Sequence[float]],
+               resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval of median(ref) / median(candidate), resampling rounds first and
+    samples within the drawn rounds second (a two-level bootstrap).
+
+    Samples of one round are not independent: short kernels' round medians jumped between
+    about 0.065 and 0.10 ms on the H200 (host state, not the kernel), so a bootstrap over
+    pooled samples put one library at 0.82x-0.88x against itself with intervals excluding
+    1.0 (2026-11-30). Rounds taken at the same point of the ABBA order are drawn together
+    when both sides have as many, so drift shared by the pair cancels."""
+    ref_rounds = [list(r) for r in ref_rounds if len(r)]
+    cand_rounds = [list(c) for c in cand_rounds if len(c)]
     rng = random.Random(seed)
+    paired = len(ref_rounds) == len(cand_rounds)
     ratios = []
     for _ in range(resamples):
-        r = statistics.median(rng.choices(ref_ms, k=len(ref_ms)))
-        c = statistics.median(rng.choices(cand_ms, k=len(cand_ms)))
+        ref_pick = [rng.randrange(len(ref_rounds)) for _ in ref_rounds]
+        cand_pick = ref_pick if paired else [rng.randrange(len(cand_rounds)) for _ in cand_rounds]
+        r = statistics.median(_resampled(ref_rounds, ref_pick, rng))
+        c = statistics.median(_resampled(cand_rounds, cand_pick, rng))
         ratios.append(r / c if c > 0 else math.inf)
     ratios.sort()
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
+def _resampled(rounds: list[list[float]], picks: list[int], rng: random.Random) -> list[float]:
+    return [x for i in picks for x in rng.choices(rounds[i], k=len(rounds[i]))]
 
 
 def fingerprint(out: Any) -> list[tuple[float, float]]:
@@ -113,6 +135,32 @@ def fingerprints_agree(a: list[tuple[float, float]], b: list[tuple[float, float]
         if not (abs(sa - sb) <= rel * scale + 1e-6 and abs(aa - ab) <= rel * scale + 1e-6):
             return False
     return True
+
+
+def ships_once(sets: Any) -> Callable[[], dict[str, Any]]:
+    """The input-set part of a worker's timing requests: the first request carries the sets,
+    later rounds reuse the worker's copy. Pickled anew every round, cute-hgemm's inputs made
+    its timing stage 102 s for 0.4 ms kernels once the time budget asked for 20 rounds."""
+    sent = False
+
+    def payload() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {}
+        sent = True
+        return {"input_sets": sets}
+
+    return payload
+
+
+def cached_sets(cache: dict[str, Any], msg: dict[str, Any], load: Callable[[Any], Any]) -> Any:
+    """The worker's side of ships_once: `load(msg["input_sets"])` when a request carries sets,
+    else what the last one loaded."""
+    if "input_sets" in msg:
+        cache["sets"] = load(msg["input_sets"])
+    if "sets" not in cache:
+        raise ValueError("a timing request without input sets, and none from an earlier round")
+    return cache["sets"]
 
 
 def _nbytes(inputs: Sequence[Any]) -> int:
@@ -152,8 +200,11 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     flush = L2Flusher(torch.device(device)) if cuda else None
     for i in range(warmup):
         fn(*_fresh_copy(input_sets[i % len(input_sets)]))
+    spin_ms = 0.0
     if cuda:
+        _prime_allocator(input_sets, iters, hold_bytes)
         _cuda_sync()
+        spin_ms = _spin_ms()
     times, host = [], []
     held: list[Any] = []
     held_bytes = 0
@@ -171,7 +222,7 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
             event_ms, host_ms, out = _cuda_region(fn, inputs, flush)
             times.append(event_ms)
             allocs += _segments_allocated() - segments
-            host.append(host_ms)
+            host.append(max(host_ms - spin_ms, 0.0))
         else:
             t0 = _perf_counter_ns()
             out = fn(*inputs)
@@ -203,8 +254,9 @@ def _diagnostics(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], fl
     """Figures recorded beside the timed samples, never scored.
 
     floor_ms: the harness's own share of every timed region, the same region around a call
-    that does nothing (host launch and synchronize latencies; about 0.056 ms was the fastest
-    sample of every 0.06-0.09 ms translation kernel on the H200).
+    that does nothing (the synchronize's return and the end event; 0.014-0.029 ms on the
+    H200 before the launch spin, when the fastest sample of every 0.06-0.09 ms translation
+    kernel sat at about 0.056 ms).
     batched_ms (calls under 1 ms): BATCH_CALLS calls back to back in one region, each on its
     own fresh copy, L2 flushed once before, per call: launches overlap the GPU's work, so the
     floor is paid once per region. Whether it agrees between two copies of one library is
@@ -226,21 +278,62 @@ def _nothing(*_: Any) -> None:
     return None
 
 
-def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher") -> tuple[float, float, Any]:
-    """One timed iteration: L2 flushed, then CUDA events around the call, the region closed
-    by a device-wide synchronize (work left on a side stream still counts). Returns the
-    event time, the host time around the same region (ms) and the call's output."""
+LAUNCH_SPIN_CYCLES = 200_000  # about 0.1 ms at the H200's 1.98 GHz: longer than a C++ extension's launch path
+
+
+def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher",
+                 spin_cycles: int = LAUNCH_SPIN_CYCLES) -> tuple[float, float, Any]:
+    """One timed iteration: L2 flushed; a spin kernel keeps the GPU busy while the host
+    records the start event and enqueues the call, so the region starts when the call's
+    first kernel can, not before its launch path (Python, bindings, allocation): with the
+    start on an idle GPU, every 0.06-0.09 ms translation kernel's fastest sample sat at
+    about 0.056 ms, twice the batched per-call time. The region is closed by a device-wide
+    synchronize (work left on a side stream still counts). The time is never less than the
+    host's own time inside the call, so work done on the CPU while the GPU spins is not free.
+    Returns that time, the host time around the region including the spin (ms), and the
+    call's output."""
     flush()
     _cuda_sync()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     t0 = _perf_counter_ns()
+    if spin_cycles and _gpu_sleep is not None:
+        _gpu_sleep(spin_cycles)
     _event_record(start)
+    t_call = _perf_counter_ns()
     out = fn(*inputs)
+    t_return = _perf_counter_ns()
     _cuda_sync()
     _event_record(end)
     _event_sync(end)
     t1 = _perf_counter_ns()
-    return float(_event_elapsed(start, end)), (t1 - t0) / 1e6, out
+    return max(float(_event_elapsed(start, end)), (t_return - t_call) / 1e6), (t1 - t0) / 1e6, out
+
+
+def _spin_ms() -> float:
+    """How long the launch spin lasts now (clock-dependent), so the host-clock cross-check
+    can leave it out of the host's time around a region."""
+    if _gpu_sleep is None:
+        return 0.0
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _event_record(start)
+    _gpu_sleep(LAUNCH_SPIN_CYCLES)
+    _event_record(end)
+    _event_sync(end)
+    return float(_event_elapsed(start, end))
+
+
+def _prime_allocator(input_sets: Sequence[Sequence[Any]], iters: int, hold_bytes: int) -> None:
+    """Let the caching allocator reserve, before any region is timed, what the timed loop will
+    hold: fresh input copies and outputs (taken to be as large) of up to `iters` iterations.
+    Its blocks are then reused, not cudaMalloc'ed inside a region (tens of microseconds, and
+    fresh pages): smith_waterman's oracle paid 9 such calls per evaluation, and its first
+    samples ran 3-10 % slow."""
+    size = _nbytes(input_sets[0]) if input_sets else 0
+    if size == 0:
+        return
+    copies = 2 * min(iters, hold_bytes // (2 * size))
+    primed = [_fresh_copy(input_sets[i % len(input_sets)]) for i in range(copies)]
+    del primed
 
 
 def interleaved(timers: dict[str, Callable[[int, int], Any]], iters: int, warmup: int, rounds: int = 5,
@@ -298,13 +391,25 @@ def joined(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     out["device_allocs"] = sum(int(c.get("device_allocs", 0)) for c in chunks)
     out["floor_ms"] = [x for c in chunks for x in c.get("floor_ms", [])]
     out["batched_ms"] = [x for c in chunks for x in c.get("batched_ms", [])]
+    out["round_sizes"] = [len(c["times_ms"]) for c in chunks]
+    return out
+
+
+def rounds(measured: dict[str, Any]) -> list[list[float]]:
+    """A joined() measurement's samples, split back into its rounds (one round if unknown)."""
+    times = list(measured["times_ms"])
+    sizes = measured.get("round_sizes") or [len(times)]
+    out, i = [], 0
+    for n in sizes:
+        out.append(times[i:i + n])
+        i += n
     return out
 
 
 def summary(measured: dict[str, Any]) -> dict[str, Any]:
     """stats() of one side's joined() measurement, with its diagnostics."""
     return stats(measured["times_ms"], measured.get("device_allocs"), measured.get("floor_ms", ()),
-                 measured.get("batched_ms", ()))
+                 measured.get("batched_ms", ()), measured.get("round_sizes", ()))
 
 
 def _segments_allocated() -> int:

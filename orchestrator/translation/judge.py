@@ -23,7 +23,7 @@ import random
 import statistics
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -147,8 +147,8 @@ class TranslationJudge:
         stress_trials(self.stages, self.seed, shapes,
                       lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
-    def _time(self, lib: Library, sets: list[tuple[Any, ...]], iters: int, warmup: int) -> dict[str, Any]:
-        return lib.call({"op": "time", "input_sets": sets, "iters": iters, "warmup": warmup,
+    def _time(self, lib: Library, sets: Callable[[], dict[str, Any]], iters: int, warmup: int) -> dict[str, Any]:
+        return lib.call({"op": "time", **sets(), "iters": iters, "warmup": warmup,
                          "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
 
     def timing(self, cand: Library) -> None:
@@ -165,8 +165,9 @@ class TranslationJudge:
                                  "l2_flush": self.cuda, "shape": self.disclosed}
         ref_lib = self.library("h100")
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
-        replies = timing.interleaved({"candidate": lambda n, w: self._time(cand, sets, n, w),
-                                      "reference": lambda n, w: self._time(ref_lib, sets, n, w)}, iters, warmup,
+        cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
+        replies = timing.interleaved({"candidate": lambda n, w: self._time(cand, cand_sets, n, w),
+                                      "reference": lambda n, w: self._time(ref_lib, ref_sets, n, w)}, iters, warmup,
                                      **timing.budget(t, not self.cuda, lambda name, reply: reply["timing"]["times_ms"]))
         prints = [p for reply in replies["candidate"] for p in reply["fingerprints"]]
         bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k])]
@@ -181,13 +182,13 @@ class TranslationJudge:
         ref_lib.close()
         cand_stats = timing.summary(cand_t)
         ref_stats = timing.summary(ref_t)
-        ci = timing.speedup_ci(ref_t["times_ms"], cand_t["times_ms"])
+        ci = timing.speedup_ci(timing.rounds(ref_t), timing.rounds(cand_t))
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
             base_lib = self.library("a100")
-            base_t = self._time(base_lib, sets, len(ref_t["times_ms"]), warmup)["timing"]
+            base_t = self._time(base_lib, timing.ships_once(sets), len(ref_t["times_ms"]), warmup)["timing"]
             base_lib.close()
             base_stats = timing.summary(timing.joined([base_t]))
             entry["baseline"] = base_stats

@@ -11,7 +11,7 @@ requests on a private pipe:
 
     {"op": "run", "inputs": (cpu tensors...), "outputs": (indices written)}
                                                 -> {"ok", "output", "mutated_inputs"}
-    {"op": "time", "input_sets": [...], "iters", "warmup", "hold_bytes"}
+    {"op": "time", "input_sets": [...] (first round only), "iters", "warmup", "hold_bytes"}
                                                 -> {"ok", "timing", "fingerprints"}
     {"op": "exit"}
 
@@ -85,6 +85,7 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
             torch.cuda.synchronize()
         return prepared
 
+    timing_sets: dict[str, Any] = {}
     while True:
         try:
             msg = pickle.loads(conn.recv_bytes())
@@ -93,7 +94,7 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
         if msg["op"] == "exit":
             return
         try:
-            reply = _handle(msg, call, prepare, device)
+            reply = _handle(msg, call, prepare, device, timing_sets)
         except BaseException as exc:
             reply = {"ok": False, "kind": "runtime_error", "error": _describe(exc)}
         tampered = guard.tampered()
@@ -102,7 +103,7 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
         _send(conn, reply)
 
 
-def _handle(msg: dict[str, Any], call: Any, prepare: Any, device: str) -> dict[str, Any]:
+def _handle(msg: dict[str, Any], call: Any, prepare: Any, device: str, cache: dict[str, Any]) -> dict[str, Any]:
     if msg["op"] == "run":
         inputs = to_device(msg["inputs"], device)
         read_only = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and i not in msg.get("outputs", ())]
@@ -113,8 +114,8 @@ def _handle(msg: dict[str, Any], call: Any, prepare: Any, device: str) -> dict[s
         # Compared here, on the device: shipping multi-GB inputs back to the judge costs more than the trial.
         mutated = [i for i in read_only if not torch.equal(torch.nan_to_num(before[i]), torch.nan_to_num(inputs[i]))]
         return {"ok": True, "output": to_device(out, "cpu"), "mutated_inputs": mutated}
-    if msg["op"] == "time":
-        sets = [prepare(to_device(s, device)) for s in msg["input_sets"]]  # untimed, once per set
+    if msg["op"] == "time":  # sets prepared untimed, once per timing (later rounds reuse them)
+        sets = timing.cached_sets(cache, msg, lambda sets: [prepare(to_device(s, device)) for s in sets])
         prints: list[tuple[int, Any]] = []
         result = timing.time_calls(call, sets, device, int(msg["iters"]), int(msg["warmup"]), int(msg["hold_bytes"]),
                                    on_output=lambda k, out: prints.append((k, timing.fingerprint(out))))

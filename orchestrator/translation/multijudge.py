@@ -26,7 +26,7 @@ import pickle
 import random
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -226,9 +226,10 @@ class MultiJudge:
                 raise StageFailure(failure, f"{kind} trial at shape {shape}, rank {rank} of {self.world_size}: "
                                             f"{result.message}")
 
-    def _time(self, group: RankGroup, sets: list[list[tuple[Any, ...]]], iters: int, warmup: int) -> list[float]:
-        msgs = [{"op": "time", "input_sets": [s[rank] for s in sets], "iters": iters, "warmup": warmup}
-                for rank in range(self.world_size)]
+    def _time(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int) -> list[float]:
+        shipped = sets().get("input_sets")
+        msgs = [{"op": "time", **({"input_sets": [s[rank] for s in shipped]} if shipped else {}), "iters": iters,
+                 "warmup": warmup} for rank in range(self.world_size)]
         replies = group.call_all(msgs, "time", self.timeout * 4 + iters * 10)
         released = [r["timing"].get("release_ns", []) for r in replies]
         self.skews.setdefault(group.role, []).extend((max(ts) - min(ts)) / 1e3 for ts in zip(*released))
@@ -258,22 +259,24 @@ class MultiJudge:
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
         ref = self.group("h100")
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
-        rounds = timing.interleaved({"candidate": lambda n, w: self._time(cand, sets, n, w),
-                                     "reference": lambda n, w: self._time(ref, sets, n, w)}, iters, warmup,
+        cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
+        rounds = timing.interleaved({"candidate": lambda n, w: self._time(cand, cand_sets, n, w),
+                                     "reference": lambda n, w: self._time(ref, ref_sets, n, w)}, iters, warmup,
                                     **timing.budget(t, not self.cuda, lambda name, chunk: chunk))
         cand_ms = [x for chunk in rounds["candidate"] for x in chunk]
         ref_ms = [x for chunk in rounds["reference"] for x in chunk]
         cand.close()
         ref.close()
-        cand_stats, ref_stats = timing.stats(cand_ms), timing.stats(ref_ms)
-        ci = timing.speedup_ci(ref_ms, cand_ms)
+        cand_stats = timing.stats(cand_ms, round_sizes=[len(c) for c in rounds["candidate"]])
+        ref_stats = timing.stats(ref_ms, round_sizes=[len(c) for c in rounds["reference"]])
+        ci = timing.speedup_ci(rounds["reference"], rounds["candidate"])
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
             try:
                 base = self.group("a100")
-                base_ms = self._time(base, sets, len(ref_ms), warmup)
+                base_ms = self._time(base, timing.ships_once(sets), len(ref_ms), warmup)
                 base.close()
                 entry["baseline"] = timing.stats(base_ms)
                 entry["speedup_vs_baseline"] = entry["baseline"]["median_ms"] / cand_stats["median_ms"]
