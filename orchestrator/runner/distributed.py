@@ -340,7 +340,9 @@ class DistributedJudge(Judge):
 
         def time_msgs() -> list[dict[str, Any]]:
             return [{"op": "time", "key": shape_key(shape), "input_sets": [s[r] for s in sets], "iters": iters,
-                     "warmup": warmup, "hold_bytes": hold} for r in range(self.world_size)]
+                     "warmup": warmup, "hold_bytes": hold,
+                     "max_calls_per_region": 1}  # every rank must make the same collective calls
+                    for r in range(self.world_size)]
 
         ref_replies = self._ref_call(time_msgs(), budget)
         cand_replies = cand.call_all(time_msgs(), budget)

@@ -287,8 +287,9 @@ class Judge:
 
         # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike
         rounds = timing.interleaved({"candidate": time_candidate, "reference": time_reference}, iters, warmup,
-                                    rounds=1 if cpu else 5, **timing.budget(t, cpu, lambda name, reply: (
-                                        reply["timing"] if name == "candidate" else reply)["times_ms"]))
+                                    rounds=1 if cpu else 5,
+                                    **timing.budget(t, cpu, lambda name, reply: timing.region_times(
+                                        reply["timing"] if name == "candidate" else reply)))
         prints = [p for reply in rounds["candidate"] for p in reply["fingerprints"]]
         rel = timing.fingerprint_rel(self.problem.manifest["tolerance"], hasattr(self.problem.module, "check_output"))
         bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k], rel)]

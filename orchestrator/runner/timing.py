@@ -1,9 +1,9 @@
 """Timing loops shared by the judge (reference) and the candidate's process.
 
 GPU: CUDA events around a region closed by a device-wide synchronize (work left on
-side streams is counted) and opened behind a short spin kernel (the host's launch path
-is not timed; the host's own time inside the call is a floor), L2 flushed before every
-iteration, warm-up excluded, the allocator primed so timed regions allocate nothing,
+side streams is counted), several calls back to back in one region when a call is short
+(the region's own cost is paid once), L2 flushed before every region, warm-up excluded,
+the allocator primed so timed regions allocate nothing,
 inputs rotated over distinct sets and re-allocated every iteration (new addresses,
 so output caching by pointer cannot pay off), the host clock read around the same
 region as a cross-check. CPU: the host clock, labelled `cpu_wall`.
@@ -28,7 +28,6 @@ _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
 _cuda_sync = torch.cuda.synchronize
-_gpu_sleep = getattr(torch.cuda, "_sleep", None)
 
 WATCHED: dict[str, Callable[[], Any]] = {
     "time.perf_counter_ns": lambda: time.perf_counter_ns,
@@ -52,7 +51,7 @@ class TimerGuard:
 
 
 def stats(times_ms: Sequence[float], device_allocs: int | None = None,
-          floor_ms: Sequence[float] = (), batched_ms: Sequence[float] = (),
+          floor_ms: Sequence[float] = (), calls_per_region: Sequence[int] = (),
           round_sizes: Sequence[int] = ()) -> dict[str, Any]:
     """Summary of timed iterations, with every sample in the order it was taken (rounds
     of an interleaved measurement follow each other), so a published record can be
@@ -68,8 +67,8 @@ def stats(times_ms: Sequence[float], device_allocs: int | None = None,
         out["device_allocs"] = device_allocs
     if floor_ms:
         out["floor_ms"] = statistics.median(floor_ms)
-    if batched_ms:
-        out["batched_ms"] = statistics.median(batched_ms)
+    if calls_per_region:
+        out["calls_per_region"] = list(calls_per_region)
     if round_sizes:
         out["round_sizes"] = list(round_sizes)
     return out
@@ -186,152 +185,131 @@ def _storage_ptrs(out: Any) -> list[int]:
     return [o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor) and o.numel()]
 
 
-def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, iters: int,
-               warmup: int, hold_bytes: int, on_output: Callable[[int, Any], None] | None = None) -> dict[str, Any]:
-    """Time `fn(*inputs)` over `iters` iterations rotating `input_sets`.
+REGION_TARGET_MS = 2.0  # calls per region until a region holds about this much GPU work ...
+MAX_CALLS_PER_REGION = 32  # ... so the region's own cost (about 0.02-0.05 ms) is about 2 % of a call or less
+FLOOR_ITERS = 5
 
-    Every iteration gets a fresh copy of its input set, and copies and outputs are
-    kept alive (up to `hold_bytes`), so no two iterations see the same addresses: a
-    cache keyed by pointer never hits, and an output returned twice (a memo keyed by
-    content) shows up as reused output storage. `on_output(set_index, output)` runs
-    outside the timed region after every iteration.
+
+def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, iters: int,
+               warmup: int, hold_bytes: int, on_output: Callable[[int, Any], None] | None = None,
+               max_calls_per_region: int = MAX_CALLS_PER_REGION) -> dict[str, Any]:
+    """Time `fn(*inputs)` over `iters` timed regions rotating `input_sets`.
+
+    Every call gets a fresh copy of its input set, and copies and outputs are kept alive
+    (up to `hold_bytes`), so no two calls see the same addresses: a cache keyed by pointer
+    never hits, and an output returned twice (a memo keyed by content) shows up as reused
+    output storage. `on_output(set_index, output)` runs outside the timed region after
+    every call.
+
+    On a GPU a region holds one call, or several back to back when one call is short (see
+    `_calls_per_region`); a sample is the region's time divided by its calls. A region opens
+    on an idle GPU and is closed by a device-wide synchronize, so it pays the first call's
+    launch path and the synchronize's return once (`floor_ms`): 0.014-0.029 ms on the H200,
+    where every 0.06-0.09 ms translation kernel's fastest single-call sample sat at about
+    0.056 ms and eight calls in one region took 0.03 ms each. Back to back, the host launches
+    call j+1 while the GPU runs call j, so a call costs the larger of its host and GPU time;
+    the inputs of each call are its own fresh copy, cold in the L2 flushed before the region.
+    Multi-process callers whose calls must match across ranks pass `max_calls_per_region=1`.
     """
     cuda = device.startswith("cuda")
     flush = L2Flusher(torch.device(device)) if cuda else None
     for i in range(warmup):
         fn(*_fresh_copy(input_sets[i % len(input_sets)]))
-    spin_ms = 0.0
     if cuda:
-        _prime_allocator(input_sets, iters, hold_bytes)
+        assert flush is not None
+        single_ms = _cuda_region(fn, _fresh_copy(input_sets[0]), flush)[0]
+    else:
+        t0 = _perf_counter_ns()
+        fn(*_fresh_copy(input_sets[0]))
+        single_ms = (_perf_counter_ns() - t0) / 1e6
+    calls = _calls_per_region(single_ms, _nbytes(input_sets[0]), hold_bytes, max_calls_per_region)
+    if cuda:
+        _prime_allocator(input_sets, iters * calls, hold_bytes)
         _cuda_sync()
-        spin_ms = _spin_ms()
     times, host = [], []
     held: list[Any] = []
     held_bytes = 0
     seen_ptrs: set[int] = set()
     reused = allocs = 0
     for i in range(iters):
-        k = i % len(input_sets)
-        inputs = _fresh_copy(input_sets[k])
-        size = _nbytes(inputs)
+        picks = [(i * calls + j) % len(input_sets) for j in range(calls)]
+        copies = [_fresh_copy(input_sets[k]) for k in picks]
+        size = sum(_nbytes(c) for c in copies)
         if held_bytes + 2 * size > hold_bytes:
             held.clear(); seen_ptrs.clear(); held_bytes = 0
+
+        def region() -> list[Any]:
+            return [fn(*c) for c in copies]
+
         if cuda:
             assert flush is not None
             segments = _segments_allocated()
-            event_ms, host_ms, out = _cuda_region(fn, inputs, flush)
-            times.append(event_ms)
+            event_ms, host_ms, outs = _cuda_region(region, (), flush)
             allocs += _segments_allocated() - segments
-            host.append(max(host_ms - spin_ms, 0.0))
         else:
             t0 = _perf_counter_ns()
-            out = fn(*inputs)
-            t1 = _perf_counter_ns()
-            times.append((t1 - t0) / 1e6)
-            host.append((t1 - t0) / 1e6)
-        ptrs = _storage_ptrs(out)
-        reused += any(p in seen_ptrs for p in ptrs)
-        seen_ptrs.update(ptrs)
-        held.append((inputs, out))
+            outs = region()
+            event_ms = host_ms = (_perf_counter_ns() - t0) / 1e6
+        times.append(event_ms / calls)
+        host.append(host_ms / calls)
+        for k, inputs, out in zip(picks, copies, outs):
+            ptrs = _storage_ptrs(out)
+            reused += any(p in seen_ptrs for p in ptrs)
+            seen_ptrs.update(ptrs)
+            held.append((inputs, out))
+            if on_output is not None:
+                on_output(k, out)
         held_bytes += 2 * size
-        if on_output is not None:
-            on_output(k, out)
-        del out
+        del outs
     held.clear()
     result = {"times_ms": times, "host_ms": host, "unit": "cuda_events" if cuda else "cpu_wall",
-              "l2_flush": cuda, "reused_output_storage": reused, "device_allocs": allocs}
+              "l2_flush": cuda, "reused_output_storage": reused, "device_allocs": allocs,
+              "calls_per_region": calls}
     if flush is not None:
-        result.update(_diagnostics(fn, input_sets, flush, times, hold_bytes))
+        result["floor_ms"] = [_cuda_region(_nothing, (), flush)[0] for _ in range(FLOOR_ITERS)]
     return result
 
 
-FLOOR_ITERS = 5
-BATCH_CALLS = 8
-
-
-def _diagnostics(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], flush: "L2Flusher",
-                 times: list[float], hold_bytes: int) -> dict[str, list[float]]:
-    """Figures recorded beside the timed samples, never scored.
-
-    floor_ms: the harness's own share of every timed region, the same region around a call
-    that does nothing (the synchronize's return and the end event; 0.014-0.029 ms on the
-    H200 before the launch spin, when the fastest sample of every 0.06-0.09 ms translation
-    kernel sat at about 0.056 ms).
-    batched_ms (calls under 1 ms): BATCH_CALLS calls back to back in one region, each on its
-    own fresh copy, L2 flushed once before, per call: launches overlap the GPU's work, so the
-    floor is paid once per region. Whether it agrees between two copies of one library is
-    what the next GPU run is to show. A failure here (memory) only drops the figure."""
-    out: dict[str, list[float]] = {"floor_ms": [_cuda_region(_nothing, (), flush)[0] for _ in range(FLOOR_ITERS)],
-                                   "batched_ms": []}
-    if times and statistics.median(times) < 1.0 and 2 * _nbytes(input_sets[0]) * BATCH_CALLS <= hold_bytes:
-        try:
-            copies = [_fresh_copy(input_sets[i % len(input_sets)]) for i in range(BATCH_CALLS)]
-            outs: list[Any] = []
-            total_ms = _cuda_region(lambda: [outs.append(fn(*c)) for c in copies], (), flush)[0]
-            out["batched_ms"] = [total_ms / BATCH_CALLS]
-        except Exception:  # noqa: BLE001 - a diagnostic never changes the verdict
-            pass
-    return out
+def _calls_per_region(single_ms: float, nbytes: int, hold_bytes: int, most: int) -> int:
+    """Calls in one timed region: enough that the region holds about REGION_TARGET_MS of work
+    (a call of 2 ms or more is timed alone, as before), at most `most`, and no more fresh
+    input copies and outputs than `hold_bytes` holds at once."""
+    wanted = math.ceil(REGION_TARGET_MS / max(single_ms, 1e-3))
+    fits = hold_bytes // max(2 * nbytes, 1)
+    return max(1, min(wanted, most, fits))
 
 
 def _nothing(*_: Any) -> None:
     return None
 
 
-LAUNCH_SPIN_CYCLES = 200_000  # about 0.1 ms at the H200's 1.98 GHz: longer than a C++ extension's launch path
-
-
-def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher",
-                 spin_cycles: int = LAUNCH_SPIN_CYCLES) -> tuple[float, float, Any]:
-    """One timed iteration: L2 flushed; a spin kernel keeps the GPU busy while the host
-    records the start event and enqueues the call, so the region starts when the call's
-    first kernel can, not before its launch path (Python, bindings, allocation): with the
-    start on an idle GPU, every 0.06-0.09 ms translation kernel's fastest sample sat at
-    about 0.056 ms, twice the batched per-call time. The region is closed by a device-wide
-    synchronize (work left on a side stream still counts). The time is never less than the
-    host's own time inside the call, so work done on the CPU while the GPU spins is not free.
-    Returns that time, the host time around the region including the spin (ms), and the
-    call's output."""
+def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher") -> tuple[float, float, Any]:
+    """One timed region: L2 flushed, then CUDA events around the call, the region closed by a
+    device-wide synchronize (work left on a side stream still counts). Returns the event
+    time, the host time around the same region (ms) and the call's output."""
     flush()
     _cuda_sync()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     t0 = _perf_counter_ns()
-    if spin_cycles and _gpu_sleep is not None:
-        _gpu_sleep(spin_cycles)
     _event_record(start)
-    t_call = _perf_counter_ns()
     out = fn(*inputs)
-    t_return = _perf_counter_ns()
     _cuda_sync()
     _event_record(end)
     _event_sync(end)
     t1 = _perf_counter_ns()
-    return max(float(_event_elapsed(start, end)), (t_return - t_call) / 1e6), (t1 - t0) / 1e6, out
+    return float(_event_elapsed(start, end)), (t1 - t0) / 1e6, out
 
 
-def _spin_ms() -> float:
-    """How long the launch spin lasts now (clock-dependent), so the host-clock cross-check
-    can leave it out of the host's time around a region."""
-    if _gpu_sleep is None:
-        return 0.0
-    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    _event_record(start)
-    _gpu_sleep(LAUNCH_SPIN_CYCLES)
-    _event_record(end)
-    _event_sync(end)
-    return float(_event_elapsed(start, end))
-
-
-def _prime_allocator(input_sets: Sequence[Sequence[Any]], iters: int, hold_bytes: int) -> None:
+def _prime_allocator(input_sets: Sequence[Sequence[Any]], calls: int, hold_bytes: int) -> None:
     """Let the caching allocator reserve, before any region is timed, what the timed loop will
-    hold: fresh input copies and outputs (taken to be as large) of up to `iters` iterations.
+    hold: fresh input copies and outputs (taken to be as large) of up to `calls` calls.
     Its blocks are then reused, not cudaMalloc'ed inside a region (tens of microseconds, and
     fresh pages): smith_waterman's oracle paid 9 such calls per evaluation, and its first
     samples ran 3-10 % slow."""
     size = _nbytes(input_sets[0]) if input_sets else 0
     if size == 0:
         return
-    copies = 2 * min(iters, hold_bytes // (2 * size))
+    copies = 2 * min(calls, hold_bytes // (2 * size))
     primed = [_fresh_copy(input_sets[i % len(input_sets)]) for i in range(copies)]
     del primed
 
@@ -390,9 +368,14 @@ def joined(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {key: [x for c in chunks for x in c[key]] for key in ("times_ms", "host_ms")}
     out["device_allocs"] = sum(int(c.get("device_allocs", 0)) for c in chunks)
     out["floor_ms"] = [x for c in chunks for x in c.get("floor_ms", [])]
-    out["batched_ms"] = [x for c in chunks for x in c.get("batched_ms", [])]
+    out["calls_per_region"] = [int(c["calls_per_region"]) for c in chunks if "calls_per_region" in c]
     out["round_sizes"] = [len(c["times_ms"]) for c in chunks]
     return out
+
+
+def region_times(measured: dict[str, Any]) -> list[float]:
+    """A time_calls() result's samples as whole regions: what the time budget counts."""
+    return [t * int(measured.get("calls_per_region", 1)) for t in measured["times_ms"]]
 
 
 def rounds(measured: dict[str, Any]) -> list[list[float]]:
@@ -409,7 +392,7 @@ def rounds(measured: dict[str, Any]) -> list[list[float]]:
 def summary(measured: dict[str, Any]) -> dict[str, Any]:
     """stats() of one side's joined() measurement, with its diagnostics."""
     return stats(measured["times_ms"], measured.get("device_allocs"), measured.get("floor_ms", ()),
-                 measured.get("batched_ms", ()), measured.get("round_sizes", ()))
+                 measured.get("calls_per_region", ()), measured.get("round_sizes", ()))
 
 
 def _segments_allocated() -> int:

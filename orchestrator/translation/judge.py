@@ -168,7 +168,8 @@ class TranslationJudge:
         cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
         replies = timing.interleaved({"candidate": lambda n, w: self._time(cand, cand_sets, n, w),
                                       "reference": lambda n, w: self._time(ref_lib, ref_sets, n, w)}, iters, warmup,
-                                     **timing.budget(t, not self.cuda, lambda name, reply: reply["timing"]["times_ms"]))
+                                     **timing.budget(t, not self.cuda,
+                                                     lambda name, reply: timing.region_times(reply["timing"])))
         prints = [p for reply in replies["candidate"] for p in reply["fingerprints"]]
         bad = [k for k, fp in prints if not timing.fingerprints_agree(fp, ref_prints[k])]
         if bad:
