@@ -44,6 +44,7 @@ def test_every_rank_matches_single_process(ranks):
         assert out.dtype == torch.float32 and out.shape == exp.shape
         err = float((out.double() - exp).abs().max())
         assert err * 1000 <= case.tolerance["atol"], f"rank {r}: fp32 vs fp64 drift {err}"
+        case.check_recorded_drift(err)
         assert compare_outputs(out, exp.float(), case.tolerance).passed
 
 

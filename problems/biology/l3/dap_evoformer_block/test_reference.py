@@ -44,6 +44,7 @@ def test_every_rank_matches_evoformer_block(ranks):
         assert [o.shape for o in out] == [e.shape for e in exp] and all(o.dtype == torch.float32 for o in out)
         err = max(float((o.double() - e).abs().max()) for o, e in zip(out, exp))
         assert err * 1000 <= case.tolerance["atol"], f"rank {r}: fp32 vs fp64 drift {err}"
+        case.check_recorded_drift(err)
         assert compare_outputs(out, tuple(e.float() for e in exp), case.tolerance).passed
 
 

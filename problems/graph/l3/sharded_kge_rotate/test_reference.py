@@ -48,6 +48,7 @@ def test_every_rank_matches_numpy(ranks):
         assert [o.shape for o in out] == [torch.Size([64]), torch.Size([64, 8]), torch.Size([])]
         err = max(float((o.double() - e).abs().max()) for o, e in zip(out, exp))
         assert err * 10 <= case.tolerance["atol"], f"rank {r}: fp32 vs fp64 drift {err}"
+        case.check_recorded_drift(err)
         assert compare_outputs(out, tuple(e.float() for e in exp), case.tolerance).passed
 
 

@@ -72,6 +72,7 @@ def test_every_rank_matches_single_process(ranks):
         assert out.dtype == torch.float32 and out.shape == expected.shape == (10, ref.n_params(SHAPE))
         err = float((out.double() - expected).abs().max())
         assert err * 10 <= case.tolerance["atol"], f"rank {r}: fp32 vs fp64 drift {err}"
+        case.check_recorded_drift(err)
         assert compare_outputs(out, expected.float(), case.tolerance).passed
         assert torch.equal(out, outs[0]), "ranks disagree"
 

@@ -37,6 +37,7 @@ def test_every_rank_matches_the_single_gpu_filter(ranks):
         assert means.shape == (2, 20) and log_z.shape == (2,) and means.dtype == torch.float32
         err = max(float((means.double() - means64).abs().max()), float((log_z.double() - log_z64).abs().max()))
         assert err * 10 <= case.tolerance["atol"], f"rank {r}: drift {err}"
+        case.check_recorded_drift(err)
         assert compare_outputs((means, log_z), (means64.float(), log_z64.float()), case.tolerance).passed
         assert torch.equal(means, outs[0][0]) and torch.equal(log_z, outs[0][1]), "ranks disagree"
 

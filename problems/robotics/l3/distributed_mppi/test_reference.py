@@ -43,6 +43,8 @@ def test_every_rank_matches_single_process(ranks):
     for r, (U, S) in enumerate(outs):
         assert U.shape == (2, 16, 2) and S.shape == S64[r].shape and U.dtype == S.dtype == torch.float32
         assert _rel(U, U64) * 10 <= tol_u and _rel(S, S64[r]) * 10 <= tol_s, f"rank {r}: drift too close"
+        case.check_recorded_drift(_rel(U, U64), "fp32_vs_fp64_rel_norm_U")
+        case.check_recorded_drift(_rel(S, S64[r]), "fp32_vs_fp64_rel_norm_S")
         assert compare_outputs((U, S), (U64.float(), S64[r].float()), case.tolerance).passed
         assert torch.equal(U, outs[0][0]), "ranks disagree on U"
 
