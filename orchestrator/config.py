@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     timing_budget_ms: float = Field(100.0, ge=0, description="GPU: kernels too short for timing_iters to add up "
                                     "to this many milliseconds get more iterations (0: always timing_iters)")
     timing_iters_max: int = Field(1000, ge=1, description="most timed iterations the budget may ask for")
+    timing_calls_per_region: int = Field(32, ge=1, description="GPU: most calls back to back in one timed region "
+                                         "when a call is short (1: one call per region, as before 2026-11-30)")
     timing_warmup: int = Field(3, ge=0)
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")

@@ -87,8 +87,19 @@ def test_oracle_passes_and_its_record_validates(tmp_path):
         samples = timing[side]["samples_ms"]
         assert len(samples) == timing[side]["n"] and statistics.median(samples) == pytest.approx(timing[side]["median_ms"], abs=1e-5)
         assert timing[side]["device_allocs"] == 0
+        assert len(timing[side]["round_sizes"]) == len(timing[side]["calls_per_region"]) >= 1
     assert record["sandbox"]["isolation"]["network"] == "namespace"
     assert len(record["stages"]["correctness"]["trials"]) >= 4
+
+
+def test_calls_per_region_setting_reaches_both_sides(tmp_path):
+    out = tmp_path / "verdict.json"
+    oracle = REPO / "problems" / SPMV / "solutions" / "oracle.py"
+    r = cli("eval", "--problem", SPMV, "--solution", str(oracle), "--device", "cpu", "--stress", "0",
+            "--sandbox", "local", "--seed", "11", "--out", str(out), env={"POPCORN_TIMING_CALLS_PER_REGION": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    timing = json.loads(out.read_text())["stages"]["timing"]
+    assert timing["candidate"]["calls_per_region"] == timing["reference"]["calls_per_region"] == [1]
 
 
 def test_invalid_manifest_names_file_and_pointer(tmp_path):

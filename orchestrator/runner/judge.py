@@ -276,14 +276,16 @@ class Judge:
         dev_sets = [to_device(s, self.device) for s in sets]
 
         cand_sets = timing.ships_once(sets)
+        most = int(t.get("calls_per_region", timing.MAX_CALLS_PER_REGION))
 
         def time_candidate(n: int, w: int) -> dict[str, Any]:
             return cand.call({"op": "time", "key": shape_key(shape), **cand_sets(), "iters": n,
-                              "warmup": w, "hold_bytes": hold}, self.trial_timeout * 4 + n * 10)
+                              "warmup": w, "hold_bytes": hold, "max_calls_per_region": most},
+                             self.trial_timeout * 4 + n * 10)
 
         def time_reference(n: int, w: int) -> dict[str, Any]:
             with torch.no_grad():
-                return timing.time_calls(ref_model, dev_sets, self.device, n, w, hold)
+                return timing.time_calls(ref_model, dev_sets, self.device, n, w, hold, max_calls_per_region=most)
 
         # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike
         rounds = timing.interleaved({"candidate": time_candidate, "reference": time_reference}, iters, warmup,

@@ -202,7 +202,8 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
                "gpu_lock": _gpu_lock_path(sandbox) if device == "cuda" else None,
                "timing": {"iters": settings.timing_iters, "iters_cpu": settings.timing_iters_cpu,
                           "warmup": settings.timing_warmup, "input_sets": settings.timing_input_sets,
-                          "budget_ms": settings.timing_budget_ms, "iters_max": settings.timing_iters_max}}
+                          "budget_ms": settings.timing_budget_ms, "iters_max": settings.timing_iters_max,
+                          "calls_per_region": settings.timing_calls_per_region}}
         from orchestrator.sandbox.gpu_holds import measuring
 
         # A container cannot reach this host's GPU lock files: its whole judge holds them from here.

@@ -148,7 +148,8 @@ class TranslationJudge:
                       lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
     def _time(self, lib: Library, sets: Callable[[], dict[str, Any]], iters: int, warmup: int) -> dict[str, Any]:
-        return lib.call({"op": "time", **sets(), "iters": iters, "warmup": warmup,
+        most = int(self.job.get("timing", {}).get("calls_per_region", timing.MAX_CALLS_PER_REGION))
+        return lib.call({"op": "time", **sets(), "iters": iters, "warmup": warmup, "max_calls_per_region": most,
                          "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
 
     def timing(self, cand: Library) -> None:

@@ -118,7 +118,9 @@ def _handle(msg: dict[str, Any], call: Any, prepare: Any, device: str, cache: di
         sets = timing.cached_sets(cache, msg, lambda sets: [prepare(to_device(s, device)) for s in sets])
         prints: list[tuple[int, Any]] = []
         result = timing.time_calls(call, sets, device, int(msg["iters"]), int(msg["warmup"]), int(msg["hold_bytes"]),
-                                   on_output=lambda k, out: prints.append((k, timing.fingerprint(out))))
+                                   on_output=lambda k, out: prints.append((k, timing.fingerprint(out))),
+                                   max_calls_per_region=int(msg.get("max_calls_per_region",
+                                                                    timing.MAX_CALLS_PER_REGION)))
         return {"ok": True, "timing": result, "fingerprints": prints}
     raise ValueError(f"unknown op {msg['op']!r}")
 
