@@ -1,8 +1,6 @@
 """Halo exchange instead of a full all_gather: each rank fetches only the remote rows of X
 its columns reference (ids bucketed by owner, all_to_all_single of counts, ids and rows),
-then runs the SpMM over [x_local; halo] with remapped column ids, over slices of edges so
-the [edges, F] products never exceed MSG_BYTES (a whole nnz x F product is 4 GB per rank at
-the default)."""
+then runs one CSR SpMM over [x_local; halo] with remapped column ids."""
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -13,9 +11,6 @@ def _owner_bounds(n_local, device):
     sizes = torch.zeros(world, dtype=torch.long, device=device)
     dist.all_gather_into_tensor(sizes, torch.tensor([n_local], dtype=torch.long, device=device))
     return torch.cat([torch.zeros(1, dtype=torch.long, device=device), sizes.cumsum(0)])
-
-
-MSG_BYTES = 256 << 20
 
 
 class ModelNew(nn.Module):
@@ -40,11 +35,8 @@ class ModelNew(nn.Module):
         local_col = torch.where(remote, torch.zeros_like(col), col - lo)
         local_col[remote] = x_local.shape[0] + inverse
         x_ext = torch.cat([x_local, halo], 0)
-        lengths = (rowptr[1:] - rowptr[:-1]).long()
-        out = torch.zeros(x_local.shape[0], x_local.shape[1], dtype=x_local.dtype, device=dev)
-        row = torch.repeat_interleave(torch.arange(x_local.shape[0], device=dev), lengths)
-        step = max(1, MSG_BYTES // (x_ext.shape[1] * x_ext.element_size()))
-        for e0 in range(0, row.numel(), step):
-            msg = x_ext[local_col[e0:e0 + step]].mul_(val[e0:e0 + step, None])
-            out.index_add_(0, row[e0:e0 + step], msg)
-        return out
+        # CSR SpMM (cuSPARSE on the GPU): no [edges, F] products in memory and no atomics; the
+        # earlier gather + index_add_ over slices made this oracle 0.67x of the reference on the
+        # H200 (2026-11-30), where at world size 2 the halo is about all of the peer's rows anyway.
+        a = torch.sparse_csr_tensor(rowptr.long(), local_col, val, (x_local.shape[0], x_ext.shape[0]))
+        return a @ x_ext
