@@ -215,16 +215,11 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     flush = L2Flusher(torch.device(device)) if cuda else None
     for i in range(warmup):
         fn(*_fresh_copy(input_sets[i % len(input_sets)]))
+    size = _nbytes(input_sets[0])
+    single_ms = _timed_region(fn, _fresh_copy(input_sets[0]), flush)[0]
+    calls = _calls_per_region(single_ms, size, hold_bytes, max_calls_per_region)
     if cuda:
-        assert flush is not None
-        single_ms = _cuda_region(fn, _fresh_copy(input_sets[0]), flush)[0]
-    else:
-        t0 = _perf_counter_ns()
-        fn(*_fresh_copy(input_sets[0]))
-        single_ms = (_perf_counter_ns() - t0) / 1e6
-    calls = _calls_per_region(single_ms, _nbytes(input_sets[0]), hold_bytes, max_calls_per_region)
-    if cuda:
-        _prime_allocator(input_sets, iters * calls, hold_bytes)
+        _prime_allocator(input_sets, size, iters * calls, hold_bytes)
         _cuda_sync()
     times, host = [], []
     held: list[Any] = []
@@ -241,15 +236,10 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
         def region() -> list[Any]:
             return [fn(*c) for c in copies]
 
+        segments = _segments_allocated() if cuda else 0
+        event_ms, host_ms, outs = _timed_region(region, (), flush)
         if cuda:
-            assert flush is not None
-            segments = _segments_allocated()
-            event_ms, host_ms, outs = _cuda_region(region, (), flush)
             allocs += _segments_allocated() - segments
-        else:
-            t0 = _perf_counter_ns()
-            outs = region()
-            event_ms = host_ms = (_perf_counter_ns() - t0) / 1e6
         times.append(event_ms / calls)
         host.append(host_ms / calls)
         for k, inputs, out in zip(picks, copies, outs):
@@ -279,6 +269,17 @@ def _calls_per_region(single_ms: float, nbytes: int, hold_bytes: int, most: int)
     return max(1, min(wanted, most, fits))
 
 
+def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any],
+                  flush: "L2Flusher | None") -> tuple[float, float, Any]:
+    """_cuda_region on a GPU (with its L2 flusher); on a CPU the host clock around the call, twice."""
+    if flush is not None:
+        return _cuda_region(fn, inputs, flush)
+    t0 = _perf_counter_ns()
+    out = fn(*inputs)
+    ms = (_perf_counter_ns() - t0) / 1e6
+    return ms, ms, out
+
+
 def _nothing(*_: Any) -> None:
     return None
 
@@ -300,13 +301,12 @@ def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flushe
     return float(_event_elapsed(start, end)), (t1 - t0) / 1e6, out
 
 
-def _prime_allocator(input_sets: Sequence[Sequence[Any]], calls: int, hold_bytes: int) -> None:
+def _prime_allocator(input_sets: Sequence[Sequence[Any]], size: int, calls: int, hold_bytes: int) -> None:
     """Let the caching allocator reserve, before any region is timed, what the timed loop will
     hold: fresh input copies and outputs (taken to be as large) of up to `calls` calls.
     Its blocks are then reused, not cudaMalloc'ed inside a region (tens of microseconds, and
     fresh pages): smith_waterman's oracle paid 9 such calls per evaluation, and its first
-    samples ran 3-10 % slow."""
-    size = _nbytes(input_sets[0]) if input_sets else 0
+    samples ran 3-10 % slow. `size`: the bytes of one input set."""
     if size == 0:
         return
     copies = 2 * min(calls, hold_bytes // (2 * size))

@@ -173,11 +173,11 @@ class SpinRelease:
 
 
 def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str,
-          spin: SpinRelease | None = None, cache: dict[str, Any] | None = None) -> dict[str, Any]:
+          spin: SpinRelease | None, cache: dict[str, Any]) -> dict[str, Any]:
     """The core's timing rules (fresh input copies, L2 flush, events closed by a device
     synchronize, warm-up excluded), with every iteration released by `spin` (else the barrier).
     `release_ns`: when this rank was released, per timed iteration (the judge reports the skew)."""
-    sets = timing.cached_sets({} if cache is None else cache, msg, lambda sets: [to_device(s, device) for s in sets])
+    sets = timing.cached_sets(cache, msg, lambda sets: [to_device(s, device) for s in sets])
     flush = timing.L2Flusher(torch.device(device)) if cuda else None
     fresh = timing._fresh_copy
 
