@@ -87,11 +87,29 @@ def test_stats_carry_the_harness_floor():
 
 def test_short_calls_share_a_region_and_long_ones_are_timed_alone():
     most = timing.MAX_CALLS_PER_REGION
-    assert timing._calls_per_region(0.07, 1 << 20, 1 << 30, most) == 29  # about 2 ms of work per region
-    assert timing._calls_per_region(0.001, 1 << 20, 1 << 30, most) == most
-    assert timing._calls_per_region(2.5, 1 << 20, 1 << 30, most) == 1
-    assert timing._calls_per_region(0.07, 1 << 20, 10 << 20, most) == 5  # copies and outputs must fit the hold
-    assert timing._calls_per_region(0.07, 1 << 20, 1 << 30, 1) == 1  # ranks that must call in step
+    assert timing.calls_per_region(0.07, 1 << 20, 1 << 30, most) == 29  # about 2 ms of work per region
+    assert timing.calls_per_region(0.001, 1 << 20, 1 << 30, most) == most
+    assert timing.calls_per_region(2.5, 1 << 20, 1 << 30, most) == 1
+    assert timing.calls_per_region(0.07, 1 << 20, 10 << 20, most) == 5  # copies and outputs must fit the hold
+    assert timing.calls_per_region(0.07, 1 << 20, 1 << 30, 1) == 1  # ranks that must call in step
+
+
+def test_both_sides_keep_one_region_size_after_their_first_rounds():
+    regions = timing.RegionSizes(["candidate", "reference"])
+    assert regions.request("candidate") == 0  # the first round sizes its own
+    regions.note("candidate", 17)
+    assert regions.request("reference") == 0
+    regions.note("reference", 29)
+    regions.note("candidate", 5)  # later rounds do not re-size
+    assert regions.request("candidate") == regions.request("reference") == 29
+
+
+def test_a_given_count_is_kept_within_the_hold():
+    sets = [(torch.ones(256),)]  # 1 KiB per set
+    result = timing.time_calls(lambda x: x + 1, sets, "cpu", iters=3, warmup=0, hold_bytes=1 << 20, calls=7)
+    assert result["calls_per_region"] == 7
+    result = timing.time_calls(lambda x: x + 1, sets, "cpu", iters=3, warmup=0, hold_bytes=4 << 10, calls=7)
+    assert result["calls_per_region"] == 2  # two fresh copies and outputs of 1 KiB fill 4 KiB
 
 
 def test_every_call_of_a_region_gets_fresh_inputs_and_its_output_checked():

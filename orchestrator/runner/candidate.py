@@ -157,7 +157,8 @@ class Server:
             result = timing.time_calls(model, sets, self.device, msg["iters"], msg["warmup"],
                                        msg["hold_bytes"], on_output=check,
                                        max_calls_per_region=int(msg.get("max_calls_per_region",
-                                                                        timing.MAX_CALLS_PER_REGION)))
+                                                                        timing.MAX_CALLS_PER_REGION)),
+                                       calls=int(msg.get("calls_per_region", 0)))
         flags = self.flags_after_call()
         if result["reused_output_storage"]:
             flags.append("output_reused_across_calls")

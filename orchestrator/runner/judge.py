@@ -277,15 +277,21 @@ class Judge:
 
         cand_sets = timing.ships_once(sets)
         most = int(t.get("calls_per_region", timing.MAX_CALLS_PER_REGION))
+        regions = timing.RegionSizes(["candidate", "reference"])
 
         def time_candidate(n: int, w: int) -> dict[str, Any]:
-            return cand.call({"op": "time", "key": shape_key(shape), **cand_sets(), "iters": n,
-                              "warmup": w, "hold_bytes": hold, "max_calls_per_region": most},
-                             self.trial_timeout * 4 + n * 10)
+            reply = cand.call({"op": "time", "key": shape_key(shape), **cand_sets(), "iters": n, "warmup": w,
+                               "hold_bytes": hold, "max_calls_per_region": most,
+                               "calls_per_region": regions.request("candidate")}, self.trial_timeout * 4 + n * 10)
+            regions.note("candidate", reply["timing"]["calls_per_region"])
+            return reply
 
         def time_reference(n: int, w: int) -> dict[str, Any]:
             with torch.no_grad():
-                return timing.time_calls(ref_model, dev_sets, self.device, n, w, hold, max_calls_per_region=most)
+                result = timing.time_calls(ref_model, dev_sets, self.device, n, w, hold, max_calls_per_region=most,
+                                           calls=regions.request("reference"))
+            regions.note("reference", result["calls_per_region"])
+            return result
 
         # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike
         rounds = timing.interleaved({"candidate": time_candidate, "reference": time_reference}, iters, warmup,

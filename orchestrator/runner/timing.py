@@ -188,11 +188,13 @@ def _storage_ptrs(out: Any) -> list[int]:
 REGION_TARGET_MS = 2.0  # calls per region until a region holds about this much GPU work ...
 MAX_CALLS_PER_REGION = 32  # ... so the region's own cost (about 0.02-0.05 ms) is about 2 % of a call or less
 FLOOR_ITERS = 5
+SIZING_REGIONS = 3  # single-call regions whose fastest sizes the regions: the first one after warm-up
+# can be slow (a 64-element add took 0.083 ms alone, so its regions held 24 calls, not 32)
 
 
 def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, iters: int,
                warmup: int, hold_bytes: int, on_output: Callable[[int, Any], None] | None = None,
-               max_calls_per_region: int = MAX_CALLS_PER_REGION) -> dict[str, Any]:
+               max_calls_per_region: int = MAX_CALLS_PER_REGION, calls: int = 0) -> dict[str, Any]:
     """Time `fn(*inputs)` over `iters` timed regions rotating `input_sets`.
 
     Every call gets a fresh copy of its input set, and copies and outputs are kept alive
@@ -202,7 +204,7 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     every call.
 
     On a GPU a region holds one call, or several back to back when one call is short (see
-    `_calls_per_region`); a sample is the region's time divided by its calls. A region opens
+    `calls_per_region`); a sample is the region's time divided by its calls. A region opens
     on an idle GPU and is closed by a device-wide synchronize, so it pays the first call's
     launch path and the synchronize's return once (`floor_ms`): 0.014-0.029 ms on the H200,
     where every 0.06-0.09 ms translation kernel's fastest single-call sample sat at about
@@ -210,14 +212,19 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     call j+1 while the GPU runs call j, so a call costs the larger of its host and GPU time;
     the inputs of each call are its own fresh copy, cold in the L2 flushed before the region.
     Multi-process callers whose calls must match across ranks pass `max_calls_per_region=1`.
+    `calls` > 0 sets the calls per region (see `RegionSizes`; still no more than `hold_bytes`
+    holds); 0 sizes them here.
     """
     cuda = device.startswith("cuda")
     flush = L2Flusher(torch.device(device)) if cuda else None
     for i in range(warmup):
         fn(*_fresh_copy(input_sets[i % len(input_sets)]))
     size = _nbytes(input_sets[0])
-    single_ms = _timed_region(fn, _fresh_copy(input_sets[0]), flush)[0]
-    calls = _calls_per_region(single_ms, size, hold_bytes, max_calls_per_region)
+    if calls > 0:
+        calls = calls_per_region(0.0, size, hold_bytes, calls)
+    else:
+        single_ms = min(_timed_region(fn, _fresh_copy(input_sets[0]), flush)[0] for _ in range(SIZING_REGIONS))
+        calls = calls_per_region(single_ms, size, hold_bytes, max_calls_per_region)
     if cuda:
         _prime_allocator(input_sets, size, iters * calls, hold_bytes)
         _cuda_sync()
@@ -260,13 +267,32 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
     return result
 
 
-def _calls_per_region(single_ms: float, nbytes: int, hold_bytes: int, most: int) -> int:
+def calls_per_region(single_ms: float, nbytes: int, hold_bytes: int, most: int) -> int:
     """Calls in one timed region: enough that the region holds about REGION_TARGET_MS of work
     (a call of 2 ms or more is timed alone, as before), at most `most`, and no more fresh
     input copies and outputs than `hold_bytes` holds at once."""
     wanted = math.ceil(REGION_TARGET_MS / max(single_ms, 1e-3))
     fits = hold_bytes // max(2 * nbytes, 1)
     return max(1, min(wanted, most, fits))
+
+
+class RegionSizes:
+    """Calls per timed region for the implementations one timing compares. Each sizes its
+    own regions in its first round; once all have, every later round of every one uses the
+    largest of those counts. Sized anew every round, the same 0.028 ms kernel's regions held
+    12-32 calls (eighth session, H200), so the region's own cost (floor/calls of a sample)
+    moved by several per cent from round to round and between the two sides."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        self.first: dict[str, int] = {}
+
+    def request(self, name: str) -> int:
+        """The count `name`'s next round must use; 0: size your own."""
+        return max(self.first.values()) if all(n in self.first for n in self.names) else 0
+
+    def note(self, name: str, calls: int) -> None:
+        self.first.setdefault(name, int(calls))
 
 
 def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any],

@@ -147,10 +147,14 @@ class TranslationJudge:
         stress_trials(self.stages, self.seed, shapes,
                       lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
-    def _time(self, lib: Library, sets: Callable[[], dict[str, Any]], iters: int, warmup: int) -> dict[str, Any]:
+    def _time(self, lib: Library, sets: Callable[[], dict[str, Any]], iters: int, warmup: int,
+              regions: timing.RegionSizes, name: str) -> dict[str, Any]:
         most = int(self.job.get("timing", {}).get("calls_per_region", timing.MAX_CALLS_PER_REGION))
-        return lib.call({"op": "time", **sets(), "iters": iters, "warmup": warmup, "max_calls_per_region": most,
-                         "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
+        reply = lib.call({"op": "time", **sets(), "iters": iters, "warmup": warmup, "max_calls_per_region": most,
+                          "calls_per_region": regions.request(name),
+                          "hold_bytes": _gpu_hold_bytes() if self.cuda else 2 << 30}, self.timeout * 4 + iters * 10)
+        regions.note(name, reply["timing"]["calls_per_region"])
+        return reply
 
     def timing(self, cand: Library) -> None:
         # the GPUs alone while timing: the same per-GPU lock as the core's judges
@@ -167,8 +171,10 @@ class TranslationJudge:
         ref_lib = self.library("h100")
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
         cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
-        replies = timing.interleaved({"candidate": lambda n, w: self._time(cand, cand_sets, n, w),
-                                      "reference": lambda n, w: self._time(ref_lib, ref_sets, n, w)}, iters, warmup,
+        regions = timing.RegionSizes(["candidate", "reference"])
+        timers = {"candidate": lambda n, w: self._time(cand, cand_sets, n, w, regions, "candidate"),
+                  "reference": lambda n, w: self._time(ref_lib, ref_sets, n, w, regions, "reference")}
+        replies = timing.interleaved(timers, iters, warmup,
                                      **timing.budget(t, not self.cuda,
                                                      lambda name, reply: timing.region_times(reply["timing"])))
         prints = [p for reply in replies["candidate"] for p in reply["fingerprints"]]
@@ -190,7 +196,8 @@ class TranslationJudge:
                  "speedup_ci95": [ci[0], ci[1]]}
         if self.job["libraries"].get("a100"):
             base_lib = self.library("a100")
-            base_t = self._time(base_lib, timing.ships_once(sets), len(ref_t["times_ms"]), warmup)["timing"]
+            base_t = self._time(base_lib, timing.ships_once(sets), len(ref_t["times_ms"]), warmup,
+                                timing.RegionSizes(["baseline"]), "baseline")["timing"]
             base_lib.close()
             base_stats = timing.summary(timing.joined([base_t]))
             entry["baseline"] = base_stats

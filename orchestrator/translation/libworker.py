@@ -120,7 +120,8 @@ def _handle(msg: dict[str, Any], call: Any, prepare: Any, device: str, cache: di
         result = timing.time_calls(call, sets, device, int(msg["iters"]), int(msg["warmup"]), int(msg["hold_bytes"]),
                                    on_output=lambda k, out: prints.append((k, timing.fingerprint(out))),
                                    max_calls_per_region=int(msg.get("max_calls_per_region",
-                                                                    timing.MAX_CALLS_PER_REGION)))
+                                                                    timing.MAX_CALLS_PER_REGION)),
+                                   calls=int(msg.get("calls_per_region", 0)))
         return {"ok": True, "timing": result, "fingerprints": prints}
     raise ValueError(f"unknown op {msg['op']!r}")
 

@@ -38,6 +38,7 @@ from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
 
 
+MULTI_HOLD_BYTES = 4 << 30  # a region's fresh input copies, per rank
 LOAD_TIMEOUT_S = 180.0  # starting an interpreter and importing torch, per rank, on a busy host
 
 
@@ -165,6 +166,7 @@ class MultiJudge:
         os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[RankGroup] = []
         self.skews: dict[str, list[float]] = {}  # role -> release skew (us) of every timed iteration
+        self.region_calls: dict[str, list[int]] = {}  # timer name -> calls per region of each of its rounds
 
     def shared_sizes(self) -> dict[str, int]:
         """Each shared buffer sized for the largest shape this run will use (allocated once)."""
@@ -226,15 +228,27 @@ class MultiJudge:
                 raise StageFailure(failure, f"{kind} trial at shape {shape}, rank {rank} of {self.world_size}: "
                                             f"{result.message}")
 
-    def _time(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int) -> list[float]:
+    def _time(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int,
+              regions: timing.RegionSizes, name: str, nbytes: int) -> list[float]:
+        calls = regions.request(name)
+        if not calls:  # the ranks' single-call regions size them, alike on every rank
+            single = min(self._time_rounds(group, sets, timing.SIZING_REGIONS, warmup, 1))
+            calls = timing.calls_per_region(single, nbytes, MULTI_HOLD_BYTES, self.most_calls)
+            warmup = 0
+        regions.note(name, calls)
+        self.region_calls.setdefault(name, []).append(calls)
+        return self._time_rounds(group, sets, iters, warmup, calls)
+
+    def _time_rounds(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int,
+                     calls: int) -> list[float]:
         shipped = sets().get("input_sets")
         msgs = [{"op": "time", **({"input_sets": [s[rank] for s in shipped]} if shipped else {}), "iters": iters,
-                 "warmup": warmup} for rank in range(self.world_size)]
-        replies = group.call_all(msgs, "time", self.timeout * 4 + iters * 10)
+                 "warmup": warmup, "calls_per_region": calls} for rank in range(self.world_size)]
+        replies = group.call_all(msgs, "time", self.timeout * 4 + iters * calls * 10)
         released = [r["timing"].get("release_ns", []) for r in replies]
         self.skews.setdefault(group.role, []).extend((max(ts) - min(ts)) / 1e3 for ts in zip(*released))
         per_rank = [r["timing"]["times_ms"] for r in replies]
-        return [max(ts) for ts in zip(*per_rank)]  # an iteration ends when its slowest rank does
+        return [max(ts) for ts in zip(*per_rank)]  # a region ends when its slowest rank does
 
     def skew_report(self) -> dict[str, dict[str, float]]:
         """Per library: how far apart (microseconds) its ranks were released, over the timed iterations."""
@@ -258,17 +272,24 @@ class MultiJudge:
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
         ref = self.group("h100")
+        self.most_calls = int(t.get("calls_per_region", timing.MAX_CALLS_PER_REGION))
+        nbytes = timing._nbytes(sets[0][0])
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
         cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
-        rounds = timing.interleaved({"candidate": lambda n, w: self._time(cand, cand_sets, n, w),
-                                     "reference": lambda n, w: self._time(ref, ref_sets, n, w)}, iters, warmup,
-                                    **timing.budget(t, not self.cuda, lambda name, chunk: chunk))
+        regions = timing.RegionSizes(["candidate", "reference"])
+        timers = {"candidate": lambda n, w: self._time(cand, cand_sets, n, w, regions, "candidate", nbytes),
+                  "reference": lambda n, w: self._time(ref, ref_sets, n, w, regions, "reference", nbytes)}
+        rounds = timing.interleaved(timers, iters, warmup,  # the budget counts whole regions
+                                    **timing.budget(t, not self.cuda,
+                                                    lambda name, chunk: [x * regions.first[name] for x in chunk]))
         cand_ms = [x for chunk in rounds["candidate"] for x in chunk]
         ref_ms = [x for chunk in rounds["reference"] for x in chunk]
         cand.close()
         ref.close()
-        cand_stats = timing.stats(cand_ms, round_sizes=[len(c) for c in rounds["candidate"]])
-        ref_stats = timing.stats(ref_ms, round_sizes=[len(c) for c in rounds["reference"]])
+        cand_stats, ref_stats = (timing.stats([x for chunk in rounds[name] for x in chunk],
+                                              calls_per_region=self.region_calls[name],
+                                              round_sizes=[len(c) for c in rounds[name]])
+                                 for name in ("candidate", "reference"))
         ci = timing.speedup_ci(rounds["reference"], rounds["candidate"])
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
@@ -276,7 +297,8 @@ class MultiJudge:
         if self.job["libraries"].get("a100"):
             try:
                 base = self.group("a100")
-                base_ms = self._time(base, timing.ships_once(sets), len(ref_ms), warmup)
+                base_ms = self._time(base, timing.ships_once(sets), len(ref_ms), warmup,
+                                     timing.RegionSizes(["baseline"]), "baseline", nbytes)
                 base.close()
                 entry["baseline"] = timing.stats(base_ms)
                 entry["speedup_vs_baseline"] = entry["baseline"]["median_ms"] / cand_stats["median_ms"]

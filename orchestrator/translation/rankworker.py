@@ -175,11 +175,15 @@ class SpinRelease:
 def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: bool, device: str,
           spin: SpinRelease | None, cache: dict[str, Any]) -> dict[str, Any]:
     """The core's timing rules (fresh input copies, L2 flush, events closed by a device
-    synchronize, warm-up excluded), with every iteration released by `spin` (else the barrier).
-    `release_ns`: when this rank was released, per timed iteration (the judge reports the skew)."""
+    synchronize, warm-up excluded, the allocator primed), with every region released by
+    `spin` (else the barrier). A region holds `calls_per_region` calls back to back, the
+    same count on every rank (the judge sizes it: ranks must make the same calls), and a
+    sample is the region's time over its calls. `release_ns`: when this rank was released,
+    per timed region (the judge reports the skew)."""
     sets = timing.cached_sets(cache, msg, lambda sets: [to_device(s, device) for s in sets])
     flush = timing.L2Flusher(torch.device(device)) if cuda else None
     fresh = timing._fresh_copy
+    calls = max(1, int(msg.get("calls_per_region", 1)))
 
     def release() -> int:
         if spin is not None:
@@ -193,28 +197,32 @@ def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: boo
         call(*inputs)
         if cuda:
             _cuda_sync()
+    if cuda:
+        timing._prime_allocator(sets, timing._nbytes(sets[0]), calls, 2 * calls * timing._nbytes(sets[0]))
+        _cuda_sync()
     times, host, released = [], [], []
     for i in range(int(msg["iters"])):
-        inputs = fresh(sets[i % len(sets)])
+        copies = [fresh(sets[(i * calls + j) % len(sets)]) for j in range(calls)]
         if flush is not None:
             flush()
             _cuda_sync()
         released.append(release())
+        t0 = _perf_counter_ns()
         if cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            t0 = _perf_counter_ns()
             _event_record(start)
-            call(*inputs)
+            for inputs in copies:
+                call(*inputs)
             _cuda_sync()
             _event_record(end)
             _event_sync(end)
             t1 = _perf_counter_ns()
-            times.append(float(_event_elapsed(start, end)))
+            times.append(float(_event_elapsed(start, end)) / calls)
         else:
-            t0 = _perf_counter_ns()
-            call(*inputs)
+            for inputs in copies:
+                call(*inputs)
             t1 = _perf_counter_ns()
-            times.append((t1 - t0) / 1e6)
-        host.append((t1 - t0) / 1e6)
+            times.append((t1 - t0) / 1e6 / calls)
+        host.append((t1 - t0) / 1e6 / calls)
     return {"times_ms": times, "host_ms": host, "release_ns": released, "unit": "cuda_events" if cuda else "cpu_wall",
-            "l2_flush": cuda}
+            "l2_flush": cuda, "calls_per_region": calls}

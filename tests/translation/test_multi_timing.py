@@ -143,8 +143,39 @@ def test_the_allreduce_task_is_timed_with_every_librarys_release_skew(tmp_path: 
     assert result["failure_class"] is None, result["failure_detail"]
     timing = result["stages"]["timing"]
     assert timing["status"] == "passed" and timing["candidate"]["n"] == 10 and timing["baseline"]["n"] == 10
+    # sized in each side's first round, then one count for both sides (the same on every rank, or
+    # the run would have hung)
+    cand_calls, ref_calls = timing["candidate"]["calls_per_region"], timing["reference"]["calls_per_region"]
+    assert cand_calls[1:] == ref_calls[1:] and len(set(cand_calls[1:])) == 1
+    assert cand_calls[1] == max(cand_calls[0], ref_calls[0])
     skews = timing["release_skew_us"]
     assert set(skews) == {"candidate", "h100", "a100"}
     for role, s in skews.items():
         assert 0 <= s["median"] <= s["p90"] <= s["max"], role
         assert s["median"] < 50_000, f"{role}: ranks released {s['median']:.0f} us apart"  # generous: a loaded CI host
+
+
+def test_a_rank_region_holds_the_judges_count_of_calls_on_fresh_copies() -> None:
+    """The rank worker's timed loop: `calls_per_region` calls per released region, each on
+    its own fresh copy of the next input set, and a sample is the region's time over them."""
+    import torch
+
+    from orchestrator.translation import rankworker
+
+    slots = (ctypes.c_int64 * 2)()
+    seen: list[tuple[int, float]] = []
+
+    def call(x: Any) -> Any:
+        seen.append((x.data_ptr(), float(x[0])))
+        time.sleep(0.002)
+        return x + 1
+
+    sets = [(torch.full((4,), float(k)),) for k in range(3)]
+    result = rankworker._time({"op": "time", "input_sets": sets, "iters": 5, "warmup": 1, "calls_per_region": 4},
+                              call, None, 30.0, False, "cpu", SpinRelease(slots, 0, 1), {})
+    assert result["calls_per_region"] == 4 and len(result["times_ms"]) == len(result["release_ns"]) == 5
+    timed = seen[1:]  # after the warm-up call
+    assert len(timed) == 5 * 4
+    assert [v for _, v in timed] == [float(i % 3) for i in range(20)]  # the sets in rotation
+    assert all(original.data_ptr() not in {p for p, _ in timed} for (original,) in sets)  # copies, not the sets
+    assert all(2.0 <= t < 50.0 for t in result["times_ms"])  # per call, not per region (8 ms)
