@@ -261,6 +261,12 @@ class MultiJudge:
         return report
 
     def timing(self, cand: RankGroup) -> None:
+        # The candidate is timed in fresh process(es), as the H100 reference is, so both start
+        # from the same state. The one that had run the stress shapes (grown scratch buffers, a
+        # fragmented allocator) was the slower side in every H100-against-itself comparison that
+        # missed 1.0 (seventh and eighth sessions), with identical SASS: the suspected cause.
+        cand.close()
+        cand = self.group("candidate")
         # the GPUs alone while timing: the same per-GPU lock as the core's judges
         with gpu_lock(self.job.get("gpu_lock")):
             self._timing(cand)

@@ -83,6 +83,25 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
 
 
+def test_the_candidate_is_timed_in_a_fresh_process(tmp_path: Path) -> None:
+    """Like the H100 reference, the candidate starts timing in a process that ran nothing else:
+    every call appends "<pid> <m>" to a file, and the timing shape's calls after the stress
+    shapes come from another process than the correctness and stress calls."""
+    calls = tmp_path / "calls.txt"
+    logging = CORRECT.replace("  for (int j = 0;", f"""  {{ FILE* f = fopen("{calls}", "a");
+    if (f) {{ fprintf(f, "%d %d\\n", (int)getpid(), m); fclose(f); }} }}
+  for (int j = 0;""", 1)
+    logging = "#include <stdio.h>\n#include <unistd.h>\n" + logging
+    result = _judge(tmp_path, logging)
+    assert result["failure_class"] is None, result["failure_detail"]
+    rows = [line.split() for line in calls.read_text().splitlines()]
+    pids = list(dict.fromkeys(pid for pid, _ in rows))  # in order of first appearance
+    checked = 3 + result["stages"]["stress"]["n"]  # correctness trials, then the stress shapes
+    assert len(pids) == 2, pids
+    assert {pid for pid, _ in rows[:checked]} == {pids[0]}
+    assert {pid for pid, _ in rows[checked:]} == {pids[1]} and len(rows) > checked
+
+
 def test_wrong_output_is_incorrect(tmp_path: Path) -> None:
     result = _judge(tmp_path, IGNORES_BETA)
     assert result["failure_class"] == "incorrect"
