@@ -41,7 +41,7 @@ PINS = os.environ.get("POPCORN_TRANSLATION_PINS", ".carry/translation-pins")
 
 
 def library(task, settings: Settings) -> Path:
-    roots = sources.prepare(task.manifest, settings.cache_dir, Path(PINS), offline=True)
+    roots = sources.prepare(task.manifest, settings.cache_dir, [Path(PINS)], offline=True)
     result = builds.build(task, "h100", roots, settings.cache_dir)
     if not result.ok or result.library is None:
         raise SystemExit(f"{TASK}: the H100 reference did not build: {result.log[-2000:]}")
