@@ -135,3 +135,20 @@ def test_interleaved_timing_alternates_abba_and_warms_each_round():
     assert all(n == 13 for _, n, _ in calls)  # ceil(50 / 4) each round
     assert [w for name, _, w in calls if name == "cand"] == [3, 1, 1, 1]
     assert sum(len(r) for r in replies["ref"]) == 52 and replies["cand"][0] == ["cand"] * 13
+
+
+def test_units_agree_allows_the_share_it_names_and_guards_the_rest():
+    from orchestrator.runner.compare import units_agree
+    ref = torch.rand(60, 5) + 1.0
+    tol = {"atol": 1e-3, "rtol": 1e-3}
+    off = ref.clone()
+    off[:3] += 1.0  # 3 of 60: exactly the 5 % that fraction 0.95 allows (0.05 * 60 is 2.999... in floats)
+    assert units_agree([("x", off, ref, 0)], tol, "runs", 0.95) == (True, "57 of 60 runs agree within atol/rtol")
+    off[3] += 1.0
+    passed, message = units_agree([("x", off, ref, 0)], tol, "runs", 0.95)
+    assert not passed and "only 56 of 60 runs agree" in message
+    assert units_agree([("x", off, ref, 0)], {**tol, "min_mismatches": 4}, "runs", 0.95)[0]
+    # the run axis may be any axis of a part; a part of another length is refused, not broadcast
+    assert units_agree([("x", ref, ref, 0), ("y", ref.T, ref.T, 1)], tol, "runs", 1.0)[0]
+    assert not units_agree([("x", ref[:1], ref, 0)], tol, "runs", 0.0)[0]
+    assert not units_agree([("x", torch.zeros_like(ref), ref, 0)], tol, "runs", 0.5)[0]

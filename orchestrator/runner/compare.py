@@ -167,6 +167,37 @@ def _accept_mismatch(outs: Sequence[Any], refs: Sequence[torch.Tensor], tol: Map
                       max_abs_err=worst, mismatch_fraction=1 - full)
 
 
+def units_agree(parts: Sequence[tuple[str, torch.Tensor, torch.Tensor, int]], tol: Mapping[str, Any],
+                unit: str, fraction: float) -> tuple[bool, str]:
+    """For a problem's `check_output` whose answer is a batch of independent runs (filters,
+    optimizations) in which rounding can grow: each run is compared as a unit. `parts` are
+    (name, output, reference, the run's axis); a run matches when all its values in every part
+    lie within atol + rtol |ref|. Up to `min_mismatches` runs (tolerance, default 0) or a
+    (1 - fraction) share of them may differ, and the matching runs pass the relative-norm
+    guard. Returns (passed, message), as `check_output` does."""
+    atol, rtol = float(tol["atol"]), float(tol["rtol"])
+    guard = float(tol.get("rel_norm_max", DEFAULT_REL_NORM_MAX))
+    runs = [(name, out.to(ref.device).double().movedim(axis, 0), ref.double().movedim(axis, 0))
+            for name, out, ref, axis in parts]
+    for name, out, ref in runs:
+        if out.shape != ref.shape:
+            return False, f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)} ({unit} first)"
+    match = torch.ones(runs[0][2].shape[0], dtype=torch.bool, device=runs[0][2].device)
+    for _, out, ref in runs:
+        match &= ((out - ref).abs() <= atol + rtol * ref.abs()).flatten(1).all(1)
+    total, agree = match.numel(), int(match.sum())
+    allowed = max(int(tol.get("min_mismatches", 0)), math.floor((1 - float(fraction)) * total + 1e-9))
+    if total - agree > allowed:
+        worst = max(float((out - ref).abs().max()) for _, out, ref in runs)
+        return False, (f"only {agree} of {total} {unit} agree within atol={atol:g} rtol={rtol:g} "
+                       f"(at most {allowed} may differ); max abs err {worst:.3g}")
+    for name, out, ref in runs:
+        diff, norm = float((out[match] - ref[match]).norm()), float(ref[match].norm())
+        if diff > guard * norm:
+            return False, f"{name}: relative norm error {diff / max(norm, 1e-300):.3g} > {guard:g} on matching {unit}"
+    return True, f"{agree} of {total} {unit} agree within atol/rtol"
+
+
 def compare_structure(out: Any, ref: Any, same_length: bool = True) -> Comparison:
     """Count, type, shape, dtype and NaN/Inf of every output: what a problem's own
     `check_output` may take for granted. `same_length=False` lets the first dimension

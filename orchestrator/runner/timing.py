@@ -185,6 +185,10 @@ def _storage_ptrs(out: Any) -> list[int]:
     return [o.untyped_storage().data_ptr() for o in outs if isinstance(o, torch.Tensor) and o.numel()]
 
 
+def _nothing(*_: Any) -> None:
+    return None
+
+
 REGION_TARGET_MS = 2.0  # calls per region until a region holds about this much GPU work ...
 MAX_CALLS_PER_REGION = 32  # ... so the region's own cost (about 0.02-0.05 ms) is about 2 % of a call or less
 FLOOR_ITERS = 5
@@ -221,7 +225,7 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
         fn(*_fresh_copy(input_sets[i % len(input_sets)]))
     size = _nbytes(input_sets[0])
     if calls > 0:
-        calls = calls_per_region(0.0, size, hold_bytes, calls)
+        calls = _within_hold(calls, size, hold_bytes)
     else:
         single_ms = min(_timed_region(fn, _fresh_copy(input_sets[0]), flush)[0] for _ in range(SIZING_REGIONS))
         calls = calls_per_region(single_ms, size, hold_bytes, max_calls_per_region)
@@ -272,8 +276,12 @@ def calls_per_region(single_ms: float, nbytes: int, hold_bytes: int, most: int) 
     (a call of 2 ms or more is timed alone, as before), at most `most`, and no more fresh
     input copies and outputs than `hold_bytes` holds at once."""
     wanted = math.ceil(REGION_TARGET_MS / max(single_ms, 1e-3))
-    fits = hold_bytes // max(2 * nbytes, 1)
-    return max(1, min(wanted, most, fits))
+    return _within_hold(min(wanted, most), nbytes, hold_bytes)
+
+
+def _within_hold(calls: int, nbytes: int, hold_bytes: int) -> int:
+    """`calls`, at least one, but no more fresh input copies and outputs than `hold_bytes` holds."""
+    return max(1, min(calls, hold_bytes // max(2 * nbytes, 1)))
 
 
 class RegionSizes:
@@ -285,37 +293,38 @@ class RegionSizes:
 
     def __init__(self, names: Sequence[str]):
         self.names = list(names)
-        self.first: dict[str, int] = {}
+        self.used: dict[str, list[int]] = {}  # name -> the calls per region of each of its rounds
 
     def request(self, name: str) -> int:
         """The count `name`'s next round must use; 0: size your own."""
-        return max(self.first.values()) if all(n in self.first for n in self.names) else 0
+        return max(used[0] for used in self.used.values()) if all(n in self.used for n in self.names) else 0
 
     def note(self, name: str, calls: int) -> None:
-        self.first.setdefault(name, int(calls))
+        """The count `name`'s round just used."""
+        self.used.setdefault(name, []).append(int(calls))
 
 
-def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any],
-                  flush: "L2Flusher | None") -> tuple[float, float, Any]:
-    """_cuda_region on a GPU (with its L2 flusher); on a CPU the host clock around the call, twice."""
+def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher | None",
+                  ready: Callable[[], Any] = _nothing) -> tuple[float, float, Any]:
+    """_cuda_region on a GPU (with its L2 flusher); on a CPU the host clock around the call, twice.
+    `ready()` runs just before the clock starts (the rank workers' release)."""
     if flush is not None:
-        return _cuda_region(fn, inputs, flush)
+        return _cuda_region(fn, inputs, flush, ready)
+    ready()
     t0 = _perf_counter_ns()
     out = fn(*inputs)
     ms = (_perf_counter_ns() - t0) / 1e6
     return ms, ms, out
 
 
-def _nothing(*_: Any) -> None:
-    return None
-
-
-def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher") -> tuple[float, float, Any]:
+def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher",
+                 ready: Callable[[], Any] = _nothing) -> tuple[float, float, Any]:
     """One timed region: L2 flushed, then CUDA events around the call, the region closed by a
     device-wide synchronize (work left on a side stream still counts). Returns the event
     time, the host time around the same region (ms) and the call's output."""
     flush()
     _cuda_sync()
+    ready()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     t0 = _perf_counter_ns()
     _event_record(start)

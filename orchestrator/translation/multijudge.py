@@ -166,7 +166,7 @@ class MultiJudge:
         os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[RankGroup] = []
         self.skews: dict[str, list[float]] = {}  # role -> release skew (us) of every timed iteration
-        self.region_calls: dict[str, list[int]] = {}  # timer name -> calls per region of each of its rounds
+        self.most_calls = int(job.get("timing", {}).get("calls_per_region", timing.MAX_CALLS_PER_REGION))
 
     def shared_sizes(self) -> dict[str, int]:
         """Each shared buffer sized for the largest shape this run will use (allocated once)."""
@@ -236,7 +236,6 @@ class MultiJudge:
             calls = timing.calls_per_region(single, nbytes, MULTI_HOLD_BYTES, self.most_calls)
             warmup = 0
         regions.note(name, calls)
-        self.region_calls.setdefault(name, []).append(calls)
         return self._time_rounds(group, sets, iters, warmup, calls)
 
     def _time_rounds(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int,
@@ -278,7 +277,6 @@ class MultiJudge:
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
         ref = self.group("h100")
-        self.most_calls = int(t.get("calls_per_region", timing.MAX_CALLS_PER_REGION))
         nbytes = timing._nbytes(sets[0][0])
         # candidate and reference alternate in rounds, so drift over the measurement hits both alike
         cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
@@ -287,13 +285,11 @@ class MultiJudge:
                   "reference": lambda n, w: self._time(ref, ref_sets, n, w, regions, "reference", nbytes)}
         rounds = timing.interleaved(timers, iters, warmup,  # the budget counts whole regions
                                     **timing.budget(t, not self.cuda,
-                                                    lambda name, chunk: [x * regions.first[name] for x in chunk]))
-        cand_ms = [x for chunk in rounds["candidate"] for x in chunk]
-        ref_ms = [x for chunk in rounds["reference"] for x in chunk]
+                                                    lambda name, chunk: [x * regions.used[name][0] for x in chunk]))
         cand.close()
         ref.close()
         cand_stats, ref_stats = (timing.stats([x for chunk in rounds[name] for x in chunk],
-                                              calls_per_region=self.region_calls[name],
+                                              calls_per_region=regions.used[name],
                                               round_sizes=[len(c) for c in rounds[name]])
                                  for name in ("candidate", "reference"))
         ci = timing.speedup_ci(rounds["reference"], rounds["candidate"])
@@ -303,7 +299,7 @@ class MultiJudge:
         if self.job["libraries"].get("a100"):
             try:
                 base = self.group("a100")
-                base_ms = self._time(base, timing.ships_once(sets), len(ref_ms), warmup,
+                base_ms = self._time(base, timing.ships_once(sets), ref_stats["n"], warmup,
                                      timing.RegionSizes(["baseline"]), "baseline", nbytes)
                 base.close()
                 entry["baseline"] = timing.stats(base_ms)

@@ -40,10 +40,6 @@ from orchestrator.translation.shared import CudaShared, HostShared
 import torch
 
 _perf_counter_ns = timing._perf_counter_ns
-_Event = timing._Event
-_event_record = timing._event_record
-_event_elapsed = timing._event_elapsed
-_event_sync = timing._event_sync
 _cuda_sync = timing._cuda_sync
 
 
@@ -198,31 +194,15 @@ def _time(msg: dict[str, Any], call: Any, barrier: Any, wait_s: float, cuda: boo
         if cuda:
             _cuda_sync()
     if cuda:
-        timing._prime_allocator(sets, timing._nbytes(sets[0]), calls, 2 * calls * timing._nbytes(sets[0]))
+        size = timing._nbytes(sets[0])
+        timing._prime_allocator(sets, size, calls, 2 * calls * size)  # room for one region's copies
         _cuda_sync()
     times, host, released = [], [], []
     for i in range(int(msg["iters"])):
         copies = [fresh(sets[(i * calls + j) % len(sets)]) for j in range(calls)]
-        if flush is not None:
-            flush()
-            _cuda_sync()
-        released.append(release())
-        t0 = _perf_counter_ns()
-        if cuda:
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _event_record(start)
-            for inputs in copies:
-                call(*inputs)
-            _cuda_sync()
-            _event_record(end)
-            _event_sync(end)
-            t1 = _perf_counter_ns()
-            times.append(float(_event_elapsed(start, end)) / calls)
-        else:
-            for inputs in copies:
-                call(*inputs)
-            t1 = _perf_counter_ns()
-            times.append((t1 - t0) / 1e6 / calls)
-        host.append((t1 - t0) / 1e6 / calls)
+        event_ms, host_ms, _ = timing._timed_region(lambda copies=copies: [call(*c) for c in copies], (), flush,
+                                                    ready=lambda: released.append(release()))
+        times.append(event_ms / calls)
+        host.append(host_ms / calls)
     return {"times_ms": times, "host_ms": host, "release_ns": released, "unit": "cuda_events" if cuda else "cpu_wall",
             "l2_flush": cuda, "calls_per_region": calls}

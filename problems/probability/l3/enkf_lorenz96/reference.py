@@ -13,6 +13,8 @@ Outputs the analysis mean of every cycle [E, C, n] and the final analysis ensemb
 import torch
 import torch.nn as nn
 
+from orchestrator.runner.compare import units_agree
+
 FORCING = 8.0
 DT = 0.01
 INFLATION = 1.02
@@ -88,22 +90,5 @@ def check_output(inputs, output, expected, tolerance):
     experiments must match (rounding differences are bounded while an unlocalized filter tracks,
     but a transient collapse of the ensemble spread can amplify them to O(0.1-10) in a rare
     experiment), and on the matching experiments each output must pass the relative-norm guard."""
-    atol, rtol = float(tolerance["atol"]), float(tolerance["rtol"])
-    guard = float(tolerance.get("rel_norm_max", 1e-2))
-    need = float(tolerance.get("fraction", 0.9))
-    pairs = [(name, out.to(ref.device).double(), ref.double())
-             for name, out, ref in zip(("analysis_means", "final_ensemble"), output, expected)]
-    match = torch.ones(expected[0].shape[0], dtype=torch.bool, device=expected[0].device)
-    for _, out, ref in pairs:
-        close = (out - ref).abs() <= atol + rtol * ref.abs()
-        match &= close.reshape(close.shape[0], -1).all(1)
-    frac = int(match.sum()) / match.numel()
-    if frac < need:
-        worst = max(float((out - ref).abs().max()) for _, out, ref in pairs)
-        return False, (f"only {int(match.sum())} of {match.numel()} experiments agree within atol={atol:g} "
-                       f"rtol={rtol:g} (need a fraction {need}); max abs err {worst:.3g}")
-    for name, out, ref in pairs:
-        diff, norm = float((out[match] - ref[match]).norm()), float(ref[match].norm())
-        if diff > guard * norm:
-            return False, f"{name}: relative norm error {diff / max(norm, 1e-300):.3g} > {guard:g} on matching experiments"
-    return True, f"{int(match.sum())} of {match.numel()} experiments agree within atol/rtol"
+    parts = [(name, out, ref, 0) for name, out, ref in zip(("analysis_means", "final_ensemble"), output, expected)]
+    return units_agree(parts, tolerance, "experiments", float(tolerance.get("fraction", 0.9)))
