@@ -2,7 +2,8 @@
 
 GPU: CUDA events around a region closed by a device-wide synchronize (work left on
 side streams is counted), several calls back to back in one region when a call is short
-(the region's own cost is paid once), L2 flushed before every region, warm-up excluded,
+(the region's own cost is paid once), L2 flushed before every region, the GPU kept busy
+for a fixed lead while the host launches the region's first call, warm-up excluded,
 the allocator primed so timed regions allocate nothing,
 inputs rotated over distinct sets and re-allocated every iteration (new addresses,
 so output caching by pointer cannot pay off), the host clock read around the same
@@ -28,6 +29,7 @@ _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
 _cuda_sync = torch.cuda.synchronize
+_gpu_sleep = torch.cuda._sleep
 
 WATCHED: dict[str, Callable[[], Any]] = {
     "time.perf_counter_ns": lambda: time.perf_counter_ns,
@@ -37,6 +39,7 @@ WATCHED: dict[str, Callable[[], Any]] = {
     "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
     "torch.cuda.Event.synchronize": lambda: torch.cuda.Event.synchronize,
     "torch.cuda.synchronize": lambda: torch.cuda.synchronize,
+    "torch.cuda._sleep": lambda: torch.cuda._sleep,
 }
 
 
@@ -170,14 +173,41 @@ def _fresh_copy(inputs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
 
 
+LEAD_MS = 0.2  # GPU busy time ahead of a region's start event; see L2Flusher.lead
+
+
 class L2Flusher:
+    """What a region needs before its start event: the L2 flushed, and a lead."""
+
     def __init__(self, device: torch.device):
         props = torch.cuda.get_device_properties(device)
         size = max(int(getattr(props, "L2_cache_size", 50 << 20)) * 2, 64 << 20)
         self.buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+        self.lead_cycles = _cycles_for(LEAD_MS)
 
     def __call__(self) -> None:
         self.buf.zero_()
+
+    def lead(self) -> None:
+        """Keep the GPU busy for LEAD_MS ahead of the start event, so the host launches the
+        region's first call while the GPU is still busy and the launch path stays out of the
+        time, as it does for every later call of a region, and in an application. Recorded on
+        an idle GPU, a smith_waterman region's time held its first launch (0.06-0.14 ms, in
+        states of 1-4 s): its samples sat at two levels 1.2 % apart, the kernel behind another
+        call at one (ninth session, H200). Host work in a call beyond the lead is still paid."""
+        _gpu_sleep(self.lead_cycles)
+
+
+def _cycles_for(ms: float) -> int:
+    """Clock cycles torch.cuda._sleep spins for `ms` at the current clock (measured once)."""
+    probe = 1_000_000
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _gpu_sleep(probe // 10)
+    _event_record(start)
+    _gpu_sleep(probe)
+    _event_record(end)
+    _event_sync(end)
+    return max(1, int(probe * ms / max(float(_event_elapsed(start, end)), 1e-3)))
 
 
 def _storage_ptrs(out: Any) -> list[int]:
@@ -209,10 +239,11 @@ def time_calls(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], devi
 
     On a GPU a region holds one call, or several back to back when one call is short (see
     `calls_per_region`); a sample is the region's time divided by its calls. A region opens
-    on an idle GPU and is closed by a device-wide synchronize, so it pays the first call's
-    launch path and the synchronize's return once (`floor_ms`): 0.014-0.029 ms on the H200,
-    where every 0.06-0.09 ms translation kernel's fastest single-call sample sat at about
-    0.056 ms and eight calls in one region took 0.03 ms each. Back to back, the host launches
+    behind the flusher's lead (the first call's launch is hidden) and is closed by a
+    device-wide synchronize, so it pays the synchronize's return once (`floor_ms`). Without
+    the lead a region also paid the first launch: 0.014-0.029 ms of floor on the H200, where
+    every 0.06-0.09 ms translation kernel's fastest single-call sample sat at about 0.056 ms
+    and eight calls in one region took 0.03 ms each. Back to back, the host launches
     call j+1 while the GPU runs call j, so a call costs the larger of its host and GPU time;
     the inputs of each call are its own fresh copy, cold in the L2 flushed before the region.
     Multi-process callers whose calls must match across ranks pass `max_calls_per_region=1`.
@@ -319,13 +350,15 @@ def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flush
 
 def _cuda_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher",
                  ready: Callable[[], Any] = _nothing) -> tuple[float, float, Any]:
-    """One timed region: L2 flushed, then CUDA events around the call, the region closed by a
-    device-wide synchronize (work left on a side stream still counts). Returns the event
-    time, the host time around the same region (ms) and the call's output."""
+    """One timed region: L2 flushed, then CUDA events around the call, the start behind the
+    flusher's lead, the region closed by a device-wide synchronize (work left on a side stream
+    still counts). Returns the event time, the host time around the same region (ms; it also
+    waits out what remains of the lead) and the call's output."""
     flush()
     _cuda_sync()
     ready()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    flush.lead()
     t0 = _perf_counter_ns()
     _event_record(start)
     out = fn(*inputs)
