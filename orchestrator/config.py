@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     timing_iters_max: int = Field(1000, ge=1, description="most timed iterations the budget may ask for")
     timing_calls_per_region: int = Field(32, ge=1, description="GPU: most calls back to back in one timed region "
                                          "when a call is short (1: one call per region, as before 2026-11-30)")
+    timing_processes: int = Field(2, ge=1, description="translation tasks: processes (rank groups) each side is "
+                                  "timed in, one per round in turn; the interval resamples them first")
     timing_warmup: int = Field(3, ge=0)
     timing_input_sets: int = Field(4, ge=1, description="distinct input sets rotated while timing")
     trial_timeout_s: float | None = Field(None, description="override the manifest's per-trial limit")

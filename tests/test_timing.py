@@ -157,6 +157,45 @@ def test_the_interval_still_separates_a_real_difference():
     assert 1.9 < lo < 2.0 < hi < 2.1
 
 
+def _process_rounds(rng, levels, n_rounds, per_round=20):
+    """Rounds taken from processes in turn; each process has its own level, its rounds agree within 0.2 %."""
+    return [[levels[r % len(levels)] * rng.gauss(1.0, 0.002) for _ in range(per_round)] for r in range(n_rounds)]
+
+
+def test_a_process_level_apart_needs_a_second_process_per_side():
+    """One library, four processes, two per side: one of them sits 2 % slow (as fa2-fwd, gptq
+    and ag-gemm did on the H200). One process per side claims a 2 % difference; with the
+    processes taken in turn and resampled first, the interval covers 1.0."""
+    import random
+    rng = random.Random(5)
+    ref, cand = _process_rounds(rng, [1.0, 1.0], 8), _process_rounds(rng, [1.0, 1.02], 8)
+    cand_alone = _process_rounds(rng, [1.02], 8)
+    lo, hi = timing.speedup_ci(ref, cand_alone, resamples=400)
+    assert hi < 0.99  # one slow process: a precise, wrong answer
+    procs = [r % 2 for r in range(8)]
+    lo, hi = timing.speedup_ci(ref, cand, resamples=400, ref_processes=procs, cand_processes=procs)
+    assert lo < 0.985 and hi >= 0.999
+
+
+def test_the_interval_draws_processes_before_rounds():
+    """Seven rounds of one process and one of another: drawn as rounds, the odd process is
+    outvoted in almost every resample; drawn as processes, it is the whole sample in a quarter."""
+    ref = [[1.0] * 5 for _ in range(8)]
+    cand = [[1.0] * 5 for _ in range(7)] + [[1.02] * 5]
+    by_round = timing.speedup_ci(ref, cand, resamples=400)
+    by_process = timing.speedup_ci(ref, cand, resamples=400, ref_processes=[0] * 8, cand_processes=[0] * 7 + [1])
+    assert by_round[0] > 0.99 and by_process[0] < 0.99
+
+
+def test_replicas_take_their_workers_in_turn_and_ship_each_the_sets_once():
+    replicas = timing.Replicas(["a", "b"], ["set"])
+    taken = [replicas.take() for _ in range(5)]
+    assert [w for w, _, _ in taken] == ["a", "b", "a", "b", "a"]
+    assert [fresh for _, _, fresh in taken] == [True, True, False, False, False]
+    assert [payload() for _, payload, _ in taken] == [{"input_sets": ["set"]}] * 2 + [{}] * 3
+    assert replicas.rounds == [0, 1, 0, 1, 0]
+
+
 def test_joined_rounds_split_back_in_order():
     joined = timing.joined([{"times_ms": [1.0, 2.0], "host_ms": [1.0, 2.0]}, {"times_ms": [3.0], "host_ms": [3.0]}])
     assert joined["round_sizes"] == [2, 1]

@@ -78,7 +78,8 @@ def stats(times_ms: Sequence[float], device_allocs: int | None = None,
 
 
 def speedup_ci(ref_rounds: Sequence[Sequence[float]], cand_rounds: Sequence[Sequence[float]],
-               resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+               resamples: int = 2000, seed: int = 0, ref_processes: Sequence[int] | None = None,
+               cand_processes: Sequence[int] | None = None) -> tuple[float, float]:
     """95 % bootstrap interval of median(ref) / median(candidate), resampling rounds first and
     samples within the drawn rounds second (a two-level bootstrap).
 
@@ -86,15 +87,21 @@ def speedup_ci(ref_rounds: Sequence[Sequence[float]], cand_rounds: Sequence[Sequ
     about 0.065 and 0.10 ms on the H200 (host state, not the kernel), so a bootstrap over
     pooled samples put one library at 0.82x-0.88x against itself with intervals excluding
     1.0 (2026-11-30). Rounds taken at the same point of the ABBA order are drawn together
-    when both sides have as many, so drift shared by the pair cancels."""
-    ref_rounds = [list(r) for r in ref_rounds if len(r)]
-    cand_rounds = [list(c) for c in cand_rounds if len(c)]
+    when both sides have as many, so drift shared by the pair cancels.
+
+    With `*_processes` (the process each round ran in, see `Replicas`) the processes are
+    drawn first, then rounds within each drawn process: a process has its own level, which its
+    rounds share (three levels)."""
+    ref = [(list(r), g) for r, g in zip(ref_rounds, ref_processes or range(len(ref_rounds))) if len(r)]
+    cand = [(list(c), g) for c, g in zip(cand_rounds, cand_processes or range(len(cand_rounds))) if len(c)]
+    ref_rounds, cand_rounds = [r for r, _ in ref], [c for c, _ in cand]
+    ref_groups, cand_groups = _groups([g for _, g in ref]), _groups([g for _, g in cand])
     rng = random.Random(seed)
-    paired = len(ref_rounds) == len(cand_rounds)
+    paired = ref_processes is None and cand_processes is None and len(ref_rounds) == len(cand_rounds)
     ratios = []
     for _ in range(resamples):
-        ref_pick = [rng.randrange(len(ref_rounds)) for _ in ref_rounds]
-        cand_pick = ref_pick if paired else [rng.randrange(len(cand_rounds)) for _ in cand_rounds]
+        ref_pick = _drawn(ref_groups, rng)
+        cand_pick = ref_pick if paired else _drawn(cand_groups, rng)
         r = statistics.median(_resampled(ref_rounds, ref_pick, rng))
         c = statistics.median(_resampled(cand_rounds, cand_pick, rng))
         ratios.append(r / c if c > 0 else math.inf)
@@ -102,8 +109,44 @@ def speedup_ci(ref_rounds: Sequence[Sequence[float]], cand_rounds: Sequence[Sequ
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
+def _groups(labels: Sequence[Any]) -> list[list[int]]:
+    """Round indices grouped by label, in order of first appearance."""
+    groups: dict[Any, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    return list(groups.values())
+
+
+def _drawn(groups: list[list[int]], rng: random.Random) -> list[int]:
+    """As many groups as there are, with replacement, then as many rounds as each drawn group
+    has, from it, with replacement. One round per group: the rounds drawn with replacement."""
+    return [rng.choice(g) for g in (rng.choice(groups) for _ in groups) for _ in g]
+
+
 def _resampled(rounds: list[list[float]], picks: list[int], rng: random.Random) -> list[float]:
     return [x for i in picks for x in rng.choices(rounds[i], k=len(rounds[i]))]
+
+
+class Replicas:
+    """The processes one implementation is timed in, taken in turn, one per round. Two
+    processes of the same library can sit at levels apart while each one's rounds agree:
+    gptq's and ag-gemm's H100 references scored 1.008 and 0.980 against themselves on the H200,
+    with intervals of +-0.3 % (ninth session), so an interval from one process per side claims
+    a precision the comparison does not have. `rounds` records the process of each round,
+    for `speedup_ci`."""
+
+    def __init__(self, workers: Sequence[Any], sets: Any):
+        self.workers = list(workers)
+        self._payloads = [ships_once(sets) for _ in self.workers]  # each process gets the sets once
+        self.rounds: list[int] = []
+
+    def take(self) -> tuple[Any, Callable[[], dict[str, Any]], bool]:
+        """The next round's worker, its input-set payload, and whether it was not used yet
+        (a fresh process gets the full warm-up)."""
+        i = len(self.rounds) % len(self.workers)
+        fresh = i not in self.rounds
+        self.rounds.append(i)
+        return self.workers[i], self._payloads[i], fresh
 
 
 def fingerprint(out: Any) -> list[tuple[float, float]]:

@@ -174,12 +174,20 @@ class TranslationJudge:
         ref_prints = [timing.fingerprint(self.reference(s)) for s in sets]
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed}
-        ref_lib = self.library("h100")
-        # candidate and reference alternate in rounds, so drift over the measurement hits both alike
-        cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
-        regions = timing.RegionSizes(["candidate", "reference"])
-        timers = {"candidate": lambda n, w: self._time(cand, cand_sets, n, w, regions, "candidate"),
-                  "reference": lambda n, w: self._time(ref_lib, ref_sets, n, w, regions, "reference")}
+        processes = max(1, int(t.get("processes", 2)))
+        # candidate and reference alternate in rounds, so drift over the measurement hits both
+        # alike; each side's rounds take its processes in turn
+        sides = {"candidate": timing.Replicas([cand] + [self.library("candidate") for _ in range(processes - 1)], sets),
+                 "reference": timing.Replicas([self.library("h100") for _ in range(processes)], sets)}
+        regions = timing.RegionSizes(list(sides))
+
+        def timer(name: str) -> Callable[[int, int], dict[str, Any]]:
+            def run(n: int, w: int) -> dict[str, Any]:
+                lib, payload, fresh = sides[name].take()
+                return self._time(lib, payload, n, warmup if fresh else w, regions, name)
+            return run
+
+        timers = {name: timer(name) for name in sides}
         replies = timing.interleaved(timers, iters, warmup,
                                      **timing.budget(t, not self.cuda,
                                                      lambda name, reply: timing.region_times(reply["timing"])))
@@ -192,11 +200,13 @@ class TranslationJudge:
         if self.cuda and statistics.median(cand_t["times_ms"]) < 0.5 * statistics.median(cand_t["host_ms"]) - 0.05:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
-        cand.close()
-        ref_lib.close()
-        cand_stats = timing.summary(cand_t)
-        ref_stats = timing.summary(ref_t)
-        ci = timing.speedup_ci(timing.rounds(ref_t), timing.rounds(cand_t))
+        for side in sides.values():
+            for lib in side.workers:
+                lib.close()
+        cand_stats = {**timing.summary(cand_t), "round_processes": sides["candidate"].rounds}
+        ref_stats = {**timing.summary(ref_t), "round_processes": sides["reference"].rounds}
+        ci = timing.speedup_ci(timing.rounds(ref_t), timing.rounds(cand_t),
+                               ref_processes=sides["reference"].rounds, cand_processes=sides["candidate"].rounds)
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}

@@ -276,23 +276,33 @@ class MultiJudge:
         sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(n_sets)]
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
-        ref = self.group("h100")
         nbytes = timing._nbytes(sets[0][0])
-        # candidate and reference alternate in rounds, so drift over the measurement hits both alike
-        cand_sets, ref_sets = timing.ships_once(sets), timing.ships_once(sets)
-        regions = timing.RegionSizes(["candidate", "reference"])
-        timers = {"candidate": lambda n, w: self._time(cand, cand_sets, n, w, regions, "candidate", nbytes),
-                  "reference": lambda n, w: self._time(ref, ref_sets, n, w, regions, "reference", nbytes)}
-        rounds = timing.interleaved(timers, iters, warmup,  # the budget counts whole regions
+        processes = max(1, int(t.get("processes", 2)))
+        # candidate and reference alternate in rounds, so drift over the measurement hits both
+        # alike; each side's rounds take its rank groups in turn
+        sides = {"candidate": timing.Replicas([cand] + [self.group("candidate") for _ in range(processes - 1)], sets),
+                 "reference": timing.Replicas([self.group("h100") for _ in range(processes)], sets)}
+        regions = timing.RegionSizes(list(sides))
+
+        def timer(name: str) -> Callable[[int, int], list[float]]:
+            def run(n: int, w: int) -> list[float]:
+                group, payload, fresh = sides[name].take()
+                return self._time(group, payload, n, warmup if fresh else w, regions, name, nbytes)
+            return run
+
+        rounds = timing.interleaved({name: timer(name) for name in sides}, iters, warmup,  # the budget counts whole regions
                                     **timing.budget(t, not self.cuda,
                                                     lambda name, chunk: [x * regions.used[name][0] for x in chunk]))
-        cand.close()
-        ref.close()
-        cand_stats, ref_stats = (timing.stats([x for chunk in rounds[name] for x in chunk],
-                                              calls_per_region=regions.used[name],
-                                              round_sizes=[len(c) for c in rounds[name]])
+        for side in sides.values():
+            for group in side.workers:
+                group.close()
+        cand_stats, ref_stats = ({**timing.stats([x for chunk in rounds[name] for x in chunk],
+                                                 calls_per_region=regions.used[name],
+                                                 round_sizes=[len(c) for c in rounds[name]]),
+                                  "round_processes": sides[name].rounds}
                                  for name in ("candidate", "reference"))
-        ci = timing.speedup_ci(rounds["reference"], rounds["candidate"])
+        ci = timing.speedup_ci(rounds["reference"], rounds["candidate"], ref_processes=sides["reference"].rounds,
+                               cand_processes=sides["candidate"].rounds)
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}

@@ -115,7 +115,8 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         "trials": settings.trials, "stress": settings.stress,
         "timing": {"iters": settings.timing_iters, "warmup": settings.timing_warmup,
                    "input_sets": settings.timing_input_sets, "budget_ms": settings.timing_budget_ms,
-                   "iters_max": settings.timing_iters_max, "calls_per_region": settings.timing_calls_per_region},
+                   "iters_max": settings.timing_iters_max, "calls_per_region": settings.timing_calls_per_region,
+                   "processes": settings.timing_processes},
         "trial_timeout_s": settings.trial_timeout_s,
     }
     timeout = float(task.manifest["time_limits"]["total_s"])

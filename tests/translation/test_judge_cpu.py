@@ -83,10 +83,11 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
 
 
-def test_the_candidate_is_timed_in_a_fresh_process(tmp_path: Path) -> None:
-    """Like the H100 reference, the candidate starts timing in a process that ran nothing else:
-    every call appends "<pid> <m>" to a file, and the timing shape's calls after the stress
-    shapes come from another process than the correctness and stress calls."""
+def test_the_candidate_is_timed_in_fresh_processes_taken_in_turn(tmp_path: Path) -> None:
+    """Like the H100 reference, the candidate is timed in processes that ran nothing else, two
+    of them (the default), one per round in turn: every call appends "<pid> <m>" to a file, and
+    the timing calls after the stress shapes come from two other processes than the
+    correctness and stress calls, alternating by round."""
     calls = tmp_path / "calls.txt"
     logging = CORRECT.replace("  for (int j = 0;", f"""  {{ FILE* f = fopen("{calls}", "a");
     if (f) {{ fprintf(f, "%d %d\\n", (int)getpid(), m); fclose(f); }} }}
@@ -97,9 +98,15 @@ def test_the_candidate_is_timed_in_a_fresh_process(tmp_path: Path) -> None:
     rows = [line.split() for line in calls.read_text().splitlines()]
     pids = list(dict.fromkeys(pid for pid, _ in rows))  # in order of first appearance
     checked = 3 + result["stages"]["stress"]["n"]  # correctness trials, then the stress shapes
-    assert len(pids) == 2, pids
+    assert len(pids) == 3, pids
     assert {pid for pid, _ in rows[:checked]} == {pids[0]}
-    assert {pid for pid, _ in rows[checked:]} == {pids[1]} and len(rows) > checked
+    assert {pid for pid, _ in rows[checked:]} == set(pids[1:]) and len(rows) > checked
+    timed = result["stages"]["timing"]
+    assert timed["candidate"]["round_processes"] == [0, 1, 0, 1, 0][:len(timed["candidate"]["round_sizes"])]
+    assert timed["reference"]["round_processes"][:2] == [0, 1]
+    runs = [pid for pid, _ in rows[checked:]]
+    switches = sum(a != b for a, b in zip(runs, runs[1:]))
+    assert switches == len(timed["candidate"]["round_sizes"]) - 1  # one process per round, in turn
 
 
 def test_wrong_output_is_incorrect(tmp_path: Path) -> None:
