@@ -1,0 +1,44 @@
+"""scripts/gpu/launch_bound.py: the GPU-busy measure of a reference (its GPU run is in docs/verification.md)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.runner.shapes import default_shape
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "gpu" / "launch_bound.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("launch_bound", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_overlapping_device_intervals_count_once():
+    lb = _module()
+    assert lb.merged_length([]) == 0
+    assert lb.merged_length([(0, 10), (20, 25)]) == 15
+    assert lb.merged_length([(0, 10), (5, 15), (12, 14), (30, 31)]) == 16  # streams overlap: 0-15, 30-31
+    assert lb.merged_length([(5, 15), (0, 10)]) == 15  # order does not matter
+
+
+def test_a_gpu_idle_more_than_half_the_call_is_launch_bound():
+    lb = _module()
+    assert lb.verdict(0.2) == "launch-bound" and lb.verdict(0.49) == "launch-bound"
+    assert lb.verdict(0.5) == "gpu-bound" and lb.verdict(0.97) == "gpu-bound"
+
+
+def test_one_problem_row_on_the_cpu(tmp_path):
+    env = {**os.environ, "DEVICE": "cpu", "OUT": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(SCRIPT), "one", str(REPO / "problems/graph/l1/csr_spmv")],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["median_ms"] > 0 and row["gpu_busy_ms"] == 0 and row["kernels"] == 0
+    params = json.loads((REPO / "problems/graph/l1/csr_spmv/manifest.json").read_text())["shapes"]
+    assert row["shape"] == default_shape(params, "cpu")
