@@ -42,3 +42,18 @@ def test_one_problem_row_on_the_cpu(tmp_path):
     assert row["median_ms"] > 0 and row["gpu_busy_ms"] == 0 and row["kernels"] == 0
     params = json.loads((REPO / "problems/graph/l1/csr_spmv/manifest.json").read_text())["shapes"]
     assert row["shape"] == default_shape(params, "cpu")
+
+
+def test_reference_ops_counts_kernels_not_views():
+    import torch
+
+    spec = importlib.util.spec_from_file_location("reference_ops", REPO / "scripts" / "reference_ops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    a = torch.arange(6.0).reshape(2, 3)
+    with module.OpCounter() as counter:
+        (a.reshape(3, 2).t().unsqueeze(0) * 2).sum()
+    assert counter.counts == {"mul": 1, "sum": 1}  # views launch nothing
+    with module.OpCounter() as counter:
+        a.t().reshape(-1)
+    assert sum(counter.counts.values()) == 1  # flattening a transpose copies: one kernel
