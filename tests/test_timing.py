@@ -196,6 +196,21 @@ def test_replicas_take_their_workers_in_turn_and_ship_each_the_sets_once():
     assert replicas.rounds == [0, 1, 0, 1, 0]
 
 
+def test_a_replicas_timer_warms_each_process_fully_once_and_close_closes_them_all():
+    class Worker:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    workers = [Worker(), Worker()]
+    replicas = timing.Replicas(workers, ["set"])
+    run = replicas.timer(lambda worker, payload, n, w: (workers.index(worker), sorted(payload()), n, w), warmup=3)
+    assert [run(10, 1) for _ in range(3)] == [(0, ["input_sets"], 10, 3), (1, ["input_sets"], 10, 3), (0, [], 10, 1)]
+    replicas.close()
+    assert all(w.closed for w in workers)
+
+
 def test_joined_rounds_split_back_in_order():
     joined = timing.joined([{"times_ms": [1.0, 2.0], "host_ms": [1.0, 2.0]}, {"times_ms": [3.0], "host_ms": [3.0]}])
     assert joined["round_sizes"] == [2, 1]

@@ -182,20 +182,38 @@ def units_agree(parts: Sequence[tuple[str, torch.Tensor, torch.Tensor, int]], to
     for name, out, ref in runs:
         if out.shape != ref.shape:
             return False, f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)} ({unit} first)"
-    match = torch.ones(runs[0][2].shape[0], dtype=torch.bool, device=runs[0][2].device)
-    for _, out, ref in runs:
-        match &= ((out - ref).abs() <= atol + rtol * ref.abs()).flatten(1).all(1)
+    match = units_within(runs, atol, rtol)
     total, agree = match.numel(), int(match.sum())
     allowed = max(int(tol.get("min_mismatches", 0)), math.floor((1 - float(fraction)) * total + 1e-9))
     if total - agree > allowed:
         worst = max(float((out - ref).abs().max()) for _, out, ref in runs)
         return False, (f"only {agree} of {total} {unit} agree within atol={atol:g} rtol={rtol:g} "
                        f"(at most {allowed} may differ); max abs err {worst:.3g}")
+    failure = norm_guard_failure(runs, match, guard, unit)
+    if failure:
+        return False, failure
+    return True, f"{agree} of {total} {unit} agree within atol/rtol"
+
+
+def units_within(runs: Sequence[tuple[str, torch.Tensor, torch.Tensor]], atol: float, rtol: float,
+                 match: torch.Tensor | None = None) -> torch.Tensor:
+    """Per unit (the first axis of every (name, output, reference)): are all its values in every
+    part within atol + rtol |ref|? `match` (a bool per unit) is narrowed in place when given."""
+    if match is None:
+        match = torch.ones(runs[0][2].shape[0], dtype=torch.bool, device=runs[0][2].device)
+    for _, out, ref in runs:
+        match &= ((out - ref).abs() <= atol + rtol * ref.abs()).reshape(out.shape[0], -1).all(1)
+    return match
+
+
+def norm_guard_failure(runs: Sequence[tuple[str, torch.Tensor, torch.Tensor]], match: torch.Tensor,
+                       guard: float, unit: str) -> str | None:
+    """The relative-norm guard on the matching units of every part: a failure message, or None."""
     for name, out, ref in runs:
         diff, norm = float((out[match] - ref[match]).norm()), float(ref[match].norm())
         if diff > guard * norm:
-            return False, f"{name}: relative norm error {diff / max(norm, 1e-300):.3g} > {guard:g} on matching {unit}"
-    return True, f"{agree} of {total} {unit} agree within atol/rtol"
+            return f"{name}: relative norm error {diff / max(norm, 1e-300):.3g} > {guard:g} on matching {unit}"
+    return None
 
 
 def compare_structure(out: Any, ref: Any, same_length: bool = True) -> Comparison:

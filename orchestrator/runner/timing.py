@@ -15,6 +15,7 @@ change what is measured; `TimerGuard` reports such replacements.
 """
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -148,6 +149,19 @@ class Replicas:
         self.rounds.append(i)
         return self.workers[i], self._payloads[i], fresh
 
+    def timer(self, time_one: Callable[[Any, Callable[[], dict[str, Any]], int, int], Any],
+              warmup: int) -> Callable[[int, int], Any]:
+        """`interleaved()`'s timer for this side: `time_one(worker, payload, n, warmup)` on the
+        next process each round, with the full `warmup` in a process's first round."""
+        def run(n: int, w: int) -> Any:
+            worker, payload, fresh = self.take()
+            return time_one(worker, payload, n, warmup if fresh else w)
+        return run
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
 
 def fingerprint(out: Any) -> list[tuple[float, float]]:
     """Cheap per-output checksum (sum, sum of |x|) to verify timed outputs."""
@@ -226,7 +240,7 @@ class L2Flusher:
         props = torch.cuda.get_device_properties(device)
         size = max(int(getattr(props, "L2_cache_size", 50 << 20)) * 2, 64 << 20)
         self.buf = torch.empty(size // 4, dtype=torch.int32, device=device)
-        self.lead_cycles = _cycles_for(LEAD_MS)
+        self.lead_cycles = _cycles_for(LEAD_MS, torch.device(device).index)
 
     def __call__(self) -> None:
         self.buf.zero_()
@@ -241,8 +255,10 @@ class L2Flusher:
         _gpu_sleep(self.lead_cycles)
 
 
-def _cycles_for(ms: float) -> int:
-    """Clock cycles torch.cuda._sleep spins for `ms` at the current clock (measured once)."""
+@functools.lru_cache(maxsize=None)
+def _cycles_for(ms: float, device_index: int | None) -> int:
+    """Clock cycles torch.cuda._sleep spins for `ms` on the current device, measured once per
+    process and device (every round makes a flusher)."""
     probe = 1_000_000
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _gpu_sleep(probe // 10)

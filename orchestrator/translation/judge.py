@@ -180,14 +180,8 @@ class TranslationJudge:
         sides = {"candidate": timing.Replicas([cand] + [self.library("candidate") for _ in range(processes - 1)], sets),
                  "reference": timing.Replicas([self.library("h100") for _ in range(processes)], sets)}
         regions = timing.RegionSizes(list(sides))
-
-        def timer(name: str) -> Callable[[int, int], dict[str, Any]]:
-            def run(n: int, w: int) -> dict[str, Any]:
-                lib, payload, fresh = sides[name].take()
-                return self._time(lib, payload, n, warmup if fresh else w, regions, name)
-            return run
-
-        timers = {name: timer(name) for name in sides}
+        timers = {name: side.timer(lambda lib, payload, n, w, name=name: self._time(lib, payload, n, w, regions, name),
+                                   warmup) for name, side in sides.items()}
         replies = timing.interleaved(timers, iters, warmup,
                                      **timing.budget(t, not self.cuda,
                                                      lambda name, reply: timing.region_times(reply["timing"])))
@@ -201,8 +195,7 @@ class TranslationJudge:
             raise StageFailure("hack_detected", "timer_disagreement: CUDA events report far less time than the "
                                                 "host clock around the same region")
         for side in sides.values():
-            for lib in side.workers:
-                lib.close()
+            side.close()
         cand_stats = {**timing.summary(cand_t), "round_processes": sides["candidate"].rounds}
         ref_stats = {**timing.summary(ref_t), "round_processes": sides["reference"].rounds}
         ci = timing.speedup_ci(timing.rounds(ref_t), timing.rounds(cand_t),

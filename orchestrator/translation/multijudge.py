@@ -283,19 +283,14 @@ class MultiJudge:
         sides = {"candidate": timing.Replicas([cand] + [self.group("candidate") for _ in range(processes - 1)], sets),
                  "reference": timing.Replicas([self.group("h100") for _ in range(processes)], sets)}
         regions = timing.RegionSizes(list(sides))
-
-        def timer(name: str) -> Callable[[int, int], list[float]]:
-            def run(n: int, w: int) -> list[float]:
-                group, payload, fresh = sides[name].take()
-                return self._time(group, payload, n, warmup if fresh else w, regions, name, nbytes)
-            return run
-
-        rounds = timing.interleaved({name: timer(name) for name in sides}, iters, warmup,  # the budget counts whole regions
+        timers = {name: side.timer(lambda group, payload, n, w, name=name:
+                                   self._time(group, payload, n, w, regions, name, nbytes), warmup)
+                  for name, side in sides.items()}
+        rounds = timing.interleaved(timers, iters, warmup,  # the budget counts whole regions
                                     **timing.budget(t, not self.cuda,
                                                     lambda name, chunk: [x * regions.used[name][0] for x in chunk]))
         for side in sides.values():
-            for group in side.workers:
-                group.close()
+            side.close()
         cand_stats, ref_stats = ({**timing.stats([x for chunk in rounds[name] for x in chunk],
                                                  calls_per_region=regions.used[name],
                                                  round_sizes=[len(c) for c in rounds[name]]),

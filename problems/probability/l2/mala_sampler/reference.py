@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn as nn
 
-from orchestrator.runner.compare import DEFAULT_REL_NORM_MAX
+from orchestrator.runner.compare import DEFAULT_REL_NORM_MAX, norm_guard_failure, units_within
 
 
 def component_terms(x: torch.Tensor, log_w, mu, inv_var, log_norm) -> torch.Tensor:
@@ -105,15 +105,12 @@ def check_output(inputs, output, expected, tolerance):
     decisions = int(match.sum()) / match.numel()
     pairs = [(name, out.to(ref.device).double(), ref.double())
              for name, out, ref in zip(("x", "accept_rate", "running_mean"), output[:3], expected[:3])]
-    for _, out, ref in pairs:
-        close = (out - ref).abs() <= atol + rtol * ref.abs()
-        match &= close.reshape(close.shape[0], -1).all(1)
+    units_within(pairs, atol, rtol, match)
     frac = int(match.sum()) / match.numel()
     if frac < need:
         return False, (f"only {frac:.4f} of chains match (need {need}): {decisions:.4f} match every accept "
                        f"decision, the rest of the shortfall is states outside atol={atol:g} rtol={rtol:g}")
-    for name, out, ref in pairs:
-        diff, norm = float((out[match] - ref[match]).norm()), float(ref[match].norm())
-        if diff > guard * norm:
-            return False, f"{name}: relative norm error {diff / max(norm, 1e-300):.3g} > {guard:g} on matching chains"
+    failure = norm_guard_failure(pairs, match, guard, "chains")
+    if failure:
+        return False, failure
     return True, f"{frac:.4f} of chains match every decision and agree within atol/rtol"
