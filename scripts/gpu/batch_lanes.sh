@@ -11,7 +11,8 @@
 #          agent            the mt-all tools through the oracle:tools agent on GPU 1
 #          docker           dockerd + images + hardened GPU containers (scripts/gpu/docker_on_device.sh)
 #          translation[:IDS] single-GPU translation tasks on GPU 1 (comma-separated ids); translation0 on GPU 0
-#          repeat[:ID]      repeatability (10 evaluations) and ncu agreement (REPEAT_NCU=0 skips it) on one oracle, GPU 1
+#          repeat[:ID]      repeatability (10 evaluations) and ncu agreement (REPEAT_NCU=0 skips it) on one oracle,
+#                           GPU REPEAT_GPU (default 1; 0 on a one-GPU machine)
 #                           (default a single-kernel one: ncu's kernel time is then the whole call)
 #          collectives      every collectives oracle at world size 2 (both GPUs)
 #          executors[:GLOBS] Popcorn2 oracle pass on two GPUs, then on one (both GPUs); GLOBS (comma-separated)
@@ -64,8 +65,8 @@ lane() {  # lane NAME ARG
         translation|translation0|translation1) gpu=${name#translation}
                      OUT=$dir timeout $budget bash scripts/gpu/translation_verify.sh --gpus ${gpu:-1} --stress 4 \
                      ${arg:+--tasks ${arg//,/ }} ;;
-        repeat) OUT=$dir POPCORN_GPUS=1 timeout ${REPEAT_S:-300} python3 scripts/gpu/verify_core.py repeat ${arg:-$REPEAT} 10
-                [ "${REPEAT_NCU:-1}" = 1 ] && OUT=$dir NCU_GPU=1 timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
+        repeat) OUT=$dir POPCORN_GPUS=${REPEAT_GPU:-1} timeout ${REPEAT_S:-300} python3 scripts/gpu/verify_core.py repeat ${arg:-$REPEAT} 10
+                [ "${REPEAT_NCU:-1}" = 1 ] && OUT=$dir NCU_GPU=${REPEAT_GPU:-1} timeout 150 python3 scripts/gpu/verify_core.py ncu ${arg:-$REPEAT} ;;
         collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $budget bash scripts/gpu/collectives_x2.sh 2 \
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         script) OUT=$dir CUDA_VISIBLE_DEVICES=${SCRIPT_GPU:-1} timeout $budget python3 $arg ;;
