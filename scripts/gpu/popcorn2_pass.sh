@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 5's benchmark: a whole Popcorn2 pass with the oracle agent on ONE H200, and the time per
 # stage. Resumable across device calls on a warm machine (a call may last 10 minutes; the pass may
-# not): each call runs `run --resume` on the same run id under ./.lanes/pass (ignored by git, kept
-# by a warm machine) until PASS_S, and logs its wall time as one segment. The pass's wall time is the
-# sum of the segments; an episode cut at a segment's end is lost and run again in the next one, so
+# not): each call runs `run --resume` on the same run id under /tmp/popcorn2-pass (PASS_DIR; a warm
+# machine keeps /tmp, while a carried `.lanes` replaces the repository's copy every call) until
+# PASS_S, and logs its wall time as one segment. The pass's wall time is the sum of the segments; an episode cut at a segment's end is lost and run again in the next one, so
 # the sum errs high, never low.
 #
 #   OUT=/tmp/out [PASS_S=520] [MAX_PARALLEL=4] [GPU=0] [STRESS=8] bash scripts/gpu/popcorn2_pass.sh
@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 PASS_S=${PASS_S:-520}
-export POPCORN_RESULTS_DIR="$PWD/.lanes/pass" POPCORN_SANDBOX=local POPCORN_DEVICE=${DEVICE:-cuda} POPCORN_STRESS=${STRESS:-8}
+export POPCORN_RESULTS_DIR="${PASS_DIR:-/tmp/popcorn2-pass}" POPCORN_SANDBOX=local POPCORN_DEVICE=${DEVICE:-cuda} POPCORN_STRESS=${STRESS:-8}
 mkdir -p "$POPCORN_RESULTS_DIR"
 resume=(); [ -d "$POPCORN_RESULTS_DIR/popcorn2-pass" ] && resume=(--resume)  # later calls continue the run
 t0=$(date +%s.%N)
@@ -23,3 +23,4 @@ echo "exit $?" >> "$OUT/pass.log"
 echo "$(date +%s.%N) $t0" | awk '{printf "%.1f\n", $1 - $2}' >> "$POPCORN_RESULTS_DIR/segments.txt"
 python3 scripts/gpu/pass_summary.py "$POPCORN_RESULTS_DIR/popcorn2-pass" "$POPCORN_RESULTS_DIR/segments.txt" \
     | tee "$OUT/popcorn2_pass.txt"
+tar -C "$POPCORN_RESULTS_DIR" -czf "$OUT/pass_run.tar.gz" .  # the records so far, whichever call is the last
