@@ -10,7 +10,7 @@ throughput: episodes per hour against the number of concurrent workers, with the
   stand-in episode (orchestrator/executors/standin.py: a model phase that holds no GPU,
   then a scoring phase that holds its GPU exclusively; both sleep, so the figures show
   the scheduler, not this machine's CPUs). With --ray-address, the same against Ray.
-busy: the share of time the GPUs are busy scoring (exclusive holds / (GPUs x wall))
+busy: the share of time the GPUs are busy scoring (the union of scoring holds per GPU / (GPUs x wall))
   on N GPUs, for several episodes per GPU. Goal: >= 90 %.
 order: the busy share on N GPUs of episodes of unequal length, started in catalog order,
   then longest-first from the catalog run's own records (orchestrator/executors/order.py):
@@ -105,7 +105,7 @@ def busy(args: argparse.Namespace) -> None:
             executor = LocalExecutor(list(range(count)), max_parallel=count * slots)
             episodes = count * args.per_gpu
             wall, _ = _timed(executor, work, episodes)
-            held = sum(executor.pool.exclusive_seconds().values())
+            held = sum(executor.pool.busy_seconds().values())
             rows.append([count, slots, episodes, f"{wall:.2f}", f"{100 * held / (count * wall):.1f} %"])
     print(f"GPU busy share: stand-in episodes (model {args.agent_s}s holding no GPU, scoring {args.scoring_s}s "
           f"exclusive), {args.per_gpu} per GPU; goal >= 90 %")
@@ -134,7 +134,7 @@ def order(args: argparse.Namespace) -> None:
         start = time.monotonic()
         executor.run(work, ordered, run_dir, Progress(len(ordered), name, quiet=True))
         wall = time.monotonic() - start
-        held = sum(executor.pool.exclusive_seconds().values())
+        held = sum(executor.pool.busy_seconds().values())
         ideal = _list_schedule_end([seconds[i["problem"]] for i in ordered], args.gpus)
         rows.append([name, said.split(": ", 1)[1], f"{wall:.2f}", f"{ideal:.2f}",
                      f"{100 * held / (args.gpus * wall):.1f} %",
@@ -149,6 +149,21 @@ def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
+def _held_seconds(records: list[dict[str, Any]], gpu: int) -> float:
+    """Time some scoring held `gpu`: the union of the records' `gpu_spans` (scorings on one GPU
+    overlap, except their timings), or, in records from before spans, the sum of
+    `gpu_exclusive_s` (exclusive holds never overlapped)."""
+    placements = [r.get("placement") or {} for r in records]
+    mine = [p for p in placements if gpu in p.get("gpus", [])]
+    if not all("gpu_spans" in p for p in mine):
+        return sum(p.get("gpu_exclusive_s", p.get("gpu_scoring_s", 0.0)) for p in mine)
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(tuple(s) for p in mine for s in p["gpu_spans"]):
+        total += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return total
+
+
 def run_figures(path: Path) -> dict[str, Any]:
     records = RunDir(path).load_records()
     if not records:
@@ -156,8 +171,7 @@ def run_figures(path: Path) -> dict[str, Any]:
     start = min(_stamp(r["started_at"]) for r in records)
     end = max(_stamp(r["finished_at"]) for r in records)
     gpus = sorted({g for r in records for g in (r.get("placement") or {}).get("gpus", [])})
-    held = sum((r.get("placement") or {}).get("gpu_exclusive_s", 0.0) * len((r.get("placement") or {}).get("gpus", []))
-               for r in records)
+    held = sum(_held_seconds(records, g) for g in gpus)
     wall = max(end - start, 1e-9)
     return {"run": path.name, "episodes": len(records), "gpus": gpus, "wall_s": wall,
             "per_hour": len(records) / wall * 3600, "busy": held / (max(len(gpus), 1) * wall),

@@ -1,7 +1,7 @@
 """Executors: where and how many episodes of a run execute at once.
 
-- `local` (LocalExecutor): threads on this machine, GPUs leased from a pool, scoring
-  holding its GPUs exclusively (gpus.py);
+- `local` (LocalExecutor): threads on this machine, GPUs leased from a pool; scorings
+  share a GPU except while one times (gpus.py);
 - `ray` (RayExecutor): one Ray task per episode on a cluster, records streamed back
   to the driver, lost workers retried and recorded as infra_error.
 

@@ -5,15 +5,21 @@ collectives problem) for its whole life; several episodes may lease the same GPU
 (up to `slots_per_gpu`) because most of an episode is the model thinking. On each
 GPU a shared/exclusive lock keeps measurements honest:
 
-- `lease.shared()` around GPU work that does not measure (the tools: check, profile,
-  roofline run in the episode's sandbox); any number of episodes at once;
-- `lease.exclusive()` around the scoring judge (correctness, stress and timing in one
-  process): nothing else runs on those GPUs meanwhile.
+- `lease.shared()` around GPU work that does not measure (the tools: check, specs,
+  compile in the episode's sandbox); any number of episodes at once;
+- `lease.scoring()` around the scoring judge: shared as well, because the judge takes
+  this host's GPU lock files itself (runner/judge.py `gpu_lock`): shared for loading and
+  for correctness and stress trials, exclusively for timing. Trials of several scorings
+  overlap on a GPU; a timing overlaps nothing. A judge that cannot reach the lock files
+  (in a container) is held exclusively from the host instead (sandbox/gpu_holds.py);
+- `lease.exclusive()` around a measurement from the host (roofline's ceilings, ncu) and
+  such a container's whole judge: nothing else runs on those GPUs meanwhile.
 
 CPU-only steps (static analysis, creating the sandbox, copying files, the model's
-turns) hold neither. Writers are preferred, so a waiting scoring run is never starved
-by a stream of tool calls. The pool also accounts exclusive time per GPU, which is
-what `scripts/bench_executors.py` reports as busy share.
+turns) hold neither. Writers are preferred, so a waiting measurement is never starved
+by a stream of tool calls. The pool accounts, per GPU, the time some scoring or
+measurement held it (the union of their holds): `scripts/bench_executors.py` reports it
+as the busy share.
 """
 from __future__ import annotations
 
@@ -103,8 +109,23 @@ class GpuState:
     index: int
     lock: SharedExclusiveLock | HostGpuLock = field(default_factory=SharedExclusiveLock)
     holders: int = 0                 # episodes leasing this GPU now
-    exclusive_s: float = 0.0         # time spent under exclusive hold (scoring)
-    busy_since: float | None = None  # start of the current exclusive hold
+    busy_s: float = 0.0              # time some scoring or measurement held it (overlaps count once)
+    busy_since: float | None = None  # start of the current busy stretch
+    busy_holds: int = 0              # scorings and measurements holding it now
+    _count: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def busy_enter(self, now: float) -> None:
+        with self._count:
+            if self.busy_holds == 0:
+                self.busy_since = now
+            self.busy_holds += 1
+
+    def busy_exit(self, now: float) -> None:
+        with self._count:
+            self.busy_holds -= 1
+            if self.busy_holds == 0 and self.busy_since is not None:
+                self.busy_s += now - self.busy_since
+                self.busy_since = None
 
 
 class Lease:
@@ -114,7 +135,8 @@ class Lease:
         self._pool = pool
         self._states = tuple(sorted(states, key=lambda s: s.index))  # one lock order: no deadlock
         self.released = False
-        self.exclusive_s = 0.0      # this lease's time under exclusive holds (its scoring)
+        self.scoring_s = 0.0        # this lease's time under scoring and exclusive holds
+        self.spans: list[tuple[float, float]] = []  # those holds in epoch seconds (busy share from records)
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -128,21 +150,32 @@ class Lease:
             yield
 
     @contextlib.contextmanager
+    def scoring(self) -> Iterator[None]:
+        """The scoring judge's hold: shared, since the judge's timing takes the host's lock files alone."""
+        with self.shared(), self._busy():
+            yield
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         with contextlib.ExitStack() as stack:
             for state in self._states:
                 stack.enter_context(state.lock.exclusive())
-            start = time.monotonic()
-            for state in self._states:
-                state.busy_since = start
-            try:
+            with self._busy():
                 yield
-            finally:
-                end = time.monotonic()
-                self.exclusive_s += end - start
-                for state in self._states:
-                    state.exclusive_s += end - start
-                    state.busy_since = None
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        start, wall = time.monotonic(), time.time()
+        for state in self._states:
+            state.busy_enter(start)
+        try:
+            yield
+        finally:
+            end = time.monotonic()
+            self.scoring_s += end - start
+            self.spans.append((round(wall, 3), round(wall + end - start, 3)))
+            for state in self._states:
+                state.busy_exit(end)
 
     def release(self) -> None:
         if not self.released and self._pool is not None:
@@ -203,8 +236,8 @@ class GpuPool:
                 state.holders -= 1
             self._cond.notify_all()
 
-    def exclusive_seconds(self) -> dict[int, float]:
-        """Time each GPU spent under an exclusive hold so far (a hold in progress counts)."""
+    def busy_seconds(self) -> dict[int, float]:
+        """Time some scoring or measurement held each GPU so far (a hold in progress counts)."""
         now = time.monotonic()
-        return {g: s.exclusive_s + (now - s.busy_since if s.busy_since is not None else 0.0)
+        return {g: s.busy_s + (now - s.busy_since if s.busy_since is not None else 0.0)
                 for g, s in self.states.items()}

@@ -3,8 +3,8 @@
 Up to `max_parallel` episodes run at once, in threads (an episode mostly waits: on the
 model's endpoint, on its sandbox's processes). Each leases the GPUs it needs from a
 `GpuPool`; with more episodes than GPUs, `ceil(max_parallel / gpus)` episodes share
-a GPU for their model turns and tools, and scoring takes its GPUs exclusively (see
-gpus.py). The driver appends each record as it comes (records.RunDir: atomic,
+a GPU for their model turns, tools and scoring trials, and a timing has its GPU to
+itself (see gpus.py). The driver appends each record as it comes (records.RunDir: atomic,
 resume-safe). A bad model configuration (or Ctrl-C) stops new episodes from starting;
 running ones finish and are recorded; then it is raised. Any other exception escaping
 an episode becomes that episode's infra_error record, with its traceback.
@@ -68,7 +68,7 @@ class LocalExecutor:
             finally:
                 lease.release()
             record.setdefault("placement", {}).update(executor=self.name, gpus=list(lease.gpus),
-                                                      gpu_exclusive_s=round(lease.exclusive_s, 3))
+                                                      gpu_scoring_s=round(lease.scoring_s, 3), gpu_spans=lease.spans)
             with write_lock:
                 run_dir.append_record(record)
             progress.update(record)

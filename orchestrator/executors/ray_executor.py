@@ -5,7 +5,8 @@ task per planned episode, `num_gpus` = the GPUs it needs, `num_cpus` = 1, at mos
 `max_parallel` in flight. A whole GPU per task makes scoring exclusive by construction;
 with `max_parallel` above the cluster's GPU count, single-GPU episodes get
 1/ceil(max_parallel / GPUs) of a GPU and hold it through a host-wide file lock, shared
-for tools and exclusive for scoring (gpus.HostGpuLock), as the local executor does. A
+for tools and scoring and exclusive for measurements (gpus.HostGpuLock), while the
+judge's own lock files keep a timing alone, as under the local executor. A
 task runs the episode on its node, in the chosen sandbox, into a scratch run directory,
 and returns its record with the transcript and artifact bytes; the driver writes them
 into results/<run>/ (only the driver writes episodes.jsonl).
@@ -58,8 +59,8 @@ def _import_ray(local_instance: bool = False) -> Any:
 def run_on_worker(work: Work, item: Item, shares_gpu: bool = False) -> dict[str, Any]:
     """The body of a Ray task: the episode under the GPUs Ray gave it, in a scratch run dir.
     A task with a whole GPU has it to itself; tasks sharing a GPU (fractional num_gpus)
-    take the host-wide holds of gpus.HostGpuLock around tools (shared) and scoring
-    (exclusive)."""
+    take the host-wide holds of gpus.HostGpuLock around tools and scoring (shared) and
+    measurements (exclusive)."""
     import ray
 
     gpus = sorted(int(g) for g in ray.get_gpu_ids())
@@ -72,7 +73,7 @@ def run_on_worker(work: Work, item: Item, shares_gpu: bool = False) -> dict[str,
         files = {rel: (scratch / rel).read_bytes() for rel in record_files(record) if (scratch / rel).is_file()}
         record.setdefault("placement", {}).update(executor="ray", node=socket.gethostname(), gpus=gpus,
                                                   node_id=ray.get_runtime_context().get_node_id(),
-                                                  gpu_exclusive_s=round(lease.exclusive_s, 3))
+                                                  gpu_scoring_s=round(lease.scoring_s, 3), gpu_spans=lease.spans)
         return {"record": record, "files": files, "scratch": str(scratch)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -112,8 +112,10 @@ class LeasedSandbox:
 class LeasedEvaluate:
     """scoring.evaluate with the lease: a tool's compile/check runs in the episode's sandbox
     (its execs already hold the lease shared); the final scoring (mode full, no sandbox
-    given) gets a fresh sandbox whose judge exec holds the GPUs exclusively, so static
-    analysis, starting the sandbox and copying files hold nothing."""
+    given) gets a fresh sandbox whose judge exec holds the lease's scoring hold (shared:
+    the judge times under the host's GPU lock files; a container's judge is held
+    exclusively by the pipeline through `measuring`), so static analysis, starting the
+    sandbox and copying files hold nothing."""
 
     inner: Callable[..., dict[str, Any]]
     lease: Lease
@@ -135,7 +137,7 @@ class LeasedEvaluate:
         except SandboxError:
             with self.lease.exclusive():  # let the pipeline record the failure as it always does
                 return self.inner(entry, solution_path, settings, mode=mode, sandbox=None, **kwargs)
-        with LeasedSandbox(fresh, self.lease.exclusive) as scoring_box:
+        with LeasedSandbox(fresh, self.lease.scoring, self.lease.exclusive) as scoring_box:
             return self.inner(entry, solution_path, settings, mode=mode, sandbox=scoring_box, **kwargs)
 
 

@@ -184,6 +184,14 @@ def _is_compile_failure(op: str, exc: BaseException) -> bool:
     return "Compilation" in name or module.startswith("triton.compiler") or "Error building extension" in str(exc)
 
 
+def _release_cached_memory(msg: dict[str, Any]) -> dict[str, Any]:
+    """Give this process's cached, unused GPU memory back to the driver: other evaluations'
+    trials share the GPU (the judge asks after each trial when they may)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    return {"ok": True}
+
+
 def serve(conn: Any, device: str, log_path: str) -> None:
     """Entry point of the candidate process (multiprocessing target)."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -196,7 +204,8 @@ def serve(conn: Any, device: str, log_path: str) -> None:
     else:
         torch.ones(1 << 16).sum()  # start torch's CPU thread pool before anything is watched
     server = Server(device)
-    handlers = {"load": server.load, "build": server.build, "forward": server.forward, "time": server.time}
+    handlers = {"load": server.load, "build": server.build, "forward": server.forward, "time": server.time,
+                "release": _release_cached_memory}
     while True:
         try:
             msg = _recv(conn)

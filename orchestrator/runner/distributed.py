@@ -35,7 +35,6 @@ import multiprocessing as mp
 import os
 import socket
 import struct
-import sys
 import tempfile
 import time
 from typing import Any
@@ -44,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.runner import candidate, timing
-from orchestrator.runner.judge import Candidate, Judge, StageFailure, _median, device_info, gpu_lock
+from orchestrator.runner.judge import Candidate, Judge, StageFailure, _median, device_info, progress
 from orchestrator.runner.problem import tree_digest
 from orchestrator.runner.shapes import Shape, shape_key
 
@@ -131,16 +130,6 @@ def bring_up_loopback() -> None:
         flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, req))[1]
         if not flags & iff_up:
             fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
-
-
-PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
-
-
-def progress(what: str) -> None:
-    """One timestamped line on the judge's stderr per stage start, so a timeout says where it
-    was (stdout carries only the verdict)."""
-    sys.stderr.write(f"{PROGRESS_PREFIX}{dt.datetime.now():%H:%M:%S}] {what}\n")
-    sys.stderr.flush()
 
 
 def free_port() -> int:
@@ -273,14 +262,16 @@ class DistributedJudge(Judge):
     def run(self, cand: Any) -> None:
         t0 = time.perf_counter()
         progress(f"load: {self.world_size} ranks, {self.backend}")
-        cand.call_all({"op": "load", "solution": self.job["solution"]}, max(LOAD_TIMEOUT_S, self.trial_timeout))
-        self._build(cand, self.disclosed)
+        with self.gpu_shared():
+            cand.call_all({"op": "load", "solution": self.job["solution"]}, max(LOAD_TIMEOUT_S, self.trial_timeout))
+            self._build(cand, self.disclosed)
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0, "world_size": self.world_size,
                                "backend": self.backend}
         if self.mode == "compile":
             inputs = self.rank_inputs(self.disclosed, self._seed())
-            cand.call_all([{"op": "forward", "key": shape_key(self.disclosed), "inputs": x} for x in inputs],
-                          self.trial_timeout)
+            with self.gpu_shared():
+                cand.call_all([{"op": "forward", "key": shape_key(self.disclosed), "inputs": x} for x in inputs],
+                              self.trial_timeout)
             return
         self.checked_stages(cand)
 
@@ -294,17 +285,17 @@ class DistributedJudge(Judge):
         progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
         inputs = self.rank_inputs(shape, seed)
         key = os.urandom(16)
-        with gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited):  # no other evaluation times these GPUs meanwhile
+        with self.gpu_shared():  # no other evaluation times these GPUs meanwhile
             refs = self.reference_outputs(shape, inputs)
             t0 = time.perf_counter()
             replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "digest_key": key,
                                       "reuse_buffers": reuse_buffers} for x in inputs], self.trial_timeout)
             wall = time.perf_counter() - t0
-        results = []
-        for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
-            if reply["inputs_digest"] != tree_digest(x, key):
-                raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
-            results.append(self.problem.compare(x, reply["output"], ref))
+            results = []  # compared under the hold too: comparing may run kernels
+            for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
+                if reply["inputs_digest"] != tree_digest(x, key):
+                    raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
+                results.append(self.problem.compare(x, reply["output"], ref))
         bad = [r for r, res in enumerate(results) if not res.passed]
         entry: dict[str, Any] = {"kind": kind, "shape": shape, "world_size": self.world_size, "passed": not bad,
                                  "message": "; ".join(f"rank {r}: {results[r].message}" for r in bad), "wall_s": wall,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import datetime as dt
 import fcntl
 import hashlib
 import hmac
@@ -122,6 +123,16 @@ class Candidate(ProcessHandle):
         return reply
 
 
+SHARED_TRIAL_LIMIT_FACTOR = 2  # see Judge._trial_limit
+
+PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
+
+
+def progress(what: str) -> None:
+    """One timestamped line on the judge's stderr per stage start, so a timeout says where it
+    was (stdout carries only the verdict)."""
+    sys.stderr.write(f"{PROGRESS_PREFIX}{dt.datetime.now():%H:%M:%S}] {what}\n")
+    sys.stderr.flush()
 
 
 def timed_stages(stages: dict[str, dict[str, Any]], mode: str, cand: Any, correctness: Callable[[Any], None],
@@ -132,6 +143,7 @@ def timed_stages(stages: dict[str, dict[str, Any]], mode: str, cand: Any, correc
     translation judges."""
     steps = [("correctness", correctness)] + ([] if mode == "check" else [("stress", stress), ("timing", timing)])
     for name, step in steps:
+        progress(f"stage {name}")
         t0 = time.perf_counter()
         try:
             step(cand)
@@ -192,14 +204,46 @@ class Judge:
     # -- stages -----------------------------------------------------------------------
     def run(self, cand: Candidate) -> None:
         t0 = time.perf_counter()
-        cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
-        self._build(cand, self.disclosed)
+        progress("load")
+        with self.gpu_shared():
+            cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
+            self._build(cand, self.disclosed)
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
         if self.mode == "compile":
             inputs = self.problem.inputs(self.disclosed, self._seed(), "cpu")
-            cand.call({"op": "forward", "key": shape_key(self.disclosed), "inputs": inputs}, self.trial_timeout)
+            with self.gpu_shared():
+                cand.call({"op": "forward", "key": shape_key(self.disclosed), "inputs": inputs}, self.trial_timeout)
             return
         self.checked_stages(cand)
+
+    def _trial_limit(self) -> float:
+        """A trial call's time limit: the manifest's, doubled while other evaluations' trials may
+        share the GPU and slow this one (a limit catches a call that never returns; it must not
+        fail a correct submission for the company it kept)."""
+        return self.trial_timeout * (SHARED_TRIAL_LIMIT_FACTOR if self._shares_gpu() else 1)
+
+    def _shares_gpu(self) -> bool:
+        """Whether other evaluations' trials may run beside ours (the pipeline gives a lock only on a GPU)."""
+        return bool(self.job.get("gpu_lock"))
+
+    def _released_after(self, cand: Candidate, trial: Callable[[], Any]) -> Any:
+        """`trial()`, then the cached GPU memory of the judge and the candidate back to the
+        driver, while other evaluations' trials may share the GPU (a trial's tensors are dead
+        by then; the next trial allocates its own)."""
+        try:
+            return trial()
+        finally:
+            if self._shares_gpu():
+                torch.cuda.empty_cache()
+                try:
+                    cand.call({"op": "release"}, self.trial_timeout)
+                except StageFailure:
+                    pass  # a candidate that died says so at its next call
+
+    def gpu_shared(self) -> contextlib.AbstractContextManager[None]:
+        """The host's GPU lock, shared: for this judge's kernels that do not measure (loading,
+        building, trials). Other evaluations' trials may overlap them; no timing does."""
+        return gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited)
 
     def checked_stages(self, cand: Any) -> None:
         """This judge's stages through timed_stages (the collectives judge calls it too)."""
@@ -213,18 +257,34 @@ class Judge:
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         inputs = self.problem.inputs(shape, seed, "cpu")
         key = os.urandom(16)
-        with gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited):
+
+        def attempt() -> tuple[Any, float]:
             ref = self.reference(shape, inputs)
             t0 = time.perf_counter()
             reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
-                               "digest_key": key, "reuse_buffers": reuse_buffers}, self.trial_timeout)
+                               "digest_key": key, "reuse_buffers": reuse_buffers}, self._trial_limit())
             wall = time.perf_counter() - t0
-        if reply["inputs_digest"] != tree_digest(inputs, key):
-            raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
-        result = self.problem.compare(to_device(inputs, self.device), reply["output"], ref)
-        del ref
+            if reply["inputs_digest"] != tree_digest(inputs, key):
+                raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
+            return self.problem.compare(to_device(inputs, self.device), reply["output"], ref), wall
+
+        alone = False
+        try:
+            with self.gpu_shared():
+                result, wall = self._released_after(cand, attempt)
+        except (torch.OutOfMemoryError, StageFailure) as exc:
+            if not (self._shares_gpu() and _out_of_memory(exc)):
+                raise
+            # Other evaluations' trials share this GPU and may have held the memory that ran
+            # out: the same trial once more with the GPU to itself (every judge releases its
+            # cache after each trial).
+            alone = True
+            with gpu_lock(self.job["gpu_lock"], waited=self.lock_waited):
+                result, wall = self._released_after(cand, attempt)
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
+        if alone:
+            entry["retried_alone"] = "out of GPU memory beside other evaluations' trials"
         if record is not None:
             record.append(entry)
         if not result.passed:
@@ -247,7 +307,8 @@ class Judge:
                                n, self._seed(), self.device)
 
         def trial(shape: Shape, record: list[dict]) -> None:
-            self._build(cand, shape)
+            with self.gpu_shared():
+                self._build(cand, shape)
             self._trial(cand, shape, self._seed(), "stress", record, failure="stress_failed")
 
         stress_trials(self.stages, self.seed, shapes, trial)
@@ -375,6 +436,14 @@ def _one_gpu_lock(path: str, shared: bool) -> Iterator[None]:
             fcntl.flock(main, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """The reference's or the candidate's trial ran out of GPU memory."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, StageFailure) and exc.failure_class == "runtime_error" and (
+        "OutOfMemoryError" in exc.detail or "CUDA out of memory" in exc.detail)
 
 
 def _median(xs: list[float]) -> float:

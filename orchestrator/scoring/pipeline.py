@@ -108,8 +108,8 @@ def _base_record(entry: Entry, solution: Path, source: bytes, device: str, mode:
 
 
 def _last_stage(stderr: str) -> str:
-    """Where a judge that timed out was: its last progress line (collectives judges print them)."""
-    from orchestrator.runner.distributed import PROGRESS_PREFIX
+    """Where a judge that timed out was: its last progress line (every judge prints them)."""
+    from orchestrator.runner.judge import PROGRESS_PREFIX
 
     stages = [ln for ln in (stderr or "").splitlines() if ln.startswith(PROGRESS_PREFIX)]
     return f" (last stage started: {stages[-1][len(PROGRESS_PREFIX):]})" if stages else ""

@@ -46,7 +46,22 @@ def main() -> int:
             for name in STAGES if name in totals]
     rows.append(("whole episodes", f"{episode_s:.0f}", "100 %"))
     print(tabulate(rows, headers=["stage", "seconds, summed over episodes", "share of episode time"]))
+    gpus = sorted({g for e in episodes for g in (e.get("placement") or {}).get("gpus", [])})
+    if gpus and segments:
+        held = sum(_bench()._held_seconds(episodes, g) for g in gpus)
+        print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
+              f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing']:.0f} s")
     return 0
+
+
+def _bench():
+    """scripts/bench_executors.py, for its union of the records' GPU holds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_executors", Path(__file__).parents[1] / "bench_executors.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

@@ -68,12 +68,40 @@ def test_exclusive_holds_on_one_gpu_never_overlap_and_other_gpus_run_meanwhile()
     for spans in intervals.values():
         spans.sort()
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
-    busy = pool.exclusive_seconds()
+    busy = pool.busy_seconds()
     assert all(0.14 < busy[g] < 1.0 for g in (0, 1))
     # the two GPUs worked at the same time: the whole took well under the sum of the holds
     first = min(s for spans in intervals.values() for s, _ in spans)
     last = max(e for spans in intervals.values() for _, e in spans)
     assert last - first < sum(busy.values()) * 0.9
+
+
+def test_scoring_holds_share_a_gpu_count_once_as_busy_and_keep_measurements_out():
+    """Two episodes' scorings on one GPU overlap (each judge keeps its own timing alone with
+    the host's lock files); a measurement waits for both; the GPU's busy time is the union
+    of the holds, not their sum."""
+    pool = GpuPool([0], slots_per_gpu=3)
+    first, second, measurer = pool.acquire(1), pool.acquire(1), pool.acquire(1)
+    both_in = threading.Barrier(2, timeout=5)
+    events: list[str] = []
+
+    def scoring(lease) -> None:
+        with lease.scoring():
+            both_in.wait()           # would time out if one scoring excluded the other
+            time.sleep(0.3)
+            events.append("scored")
+
+    scorers = [_start(lambda lease=lease: scoring(lease)) for lease in (first, second)]
+    time.sleep(0.1)
+    with measurer.exclusive():
+        events.append("measured")
+    for t in scorers:
+        t.join(5)
+    assert events == ["scored", "scored", "measured"]
+    busy = pool.busy_seconds()[0]
+    assert 0.3 <= first.scoring_s < 0.6 and 0.3 <= second.scoring_s < 0.6
+    assert busy < first.scoring_s + second.scoring_s - 0.2      # the overlap counted once
+    assert busy >= max(first.scoring_s, second.scoring_s)
 
 
 def test_slots_bound_episodes_per_gpu_and_a_multi_gpu_lease_waits_its_turn():

@@ -32,6 +32,8 @@ def test_every_episode_recorded_once_with_its_files(tmp_path):
         assert {k: r["verdict"][k] for k in ("status", "failure_class")} == expected_verdict(r["episode_id"])
         assert (run_dir.path / r["transcript"]).is_file() and (run_dir.path / r["artifact"]["path"]).is_file()
         assert r["placement"]["executor"] == "local" and len(r["placement"]["gpus"]) == 1
+        (start, end), = r["placement"]["gpu_spans"]            # the stand-in's one scoring hold, 0.1 s
+        assert end - start == pytest.approx(r["placement"]["gpu_scoring_s"], abs=0.01) and end - start >= 0.09
 
 
 def test_gpus_are_shared_while_thinking_and_exclusive_while_scoring(tmp_path):
@@ -54,7 +56,7 @@ def test_gpus_are_shared_while_thinking_and_exclusive_while_scoring(tmp_path):
     assert len(multi) == 3 and all(r["standin"]["gpus"] == [0, 1] for r in multi)
     # Episodes ran concurrently (12 x 0.5 s one after another would be 6 s).
     assert wall < 0.6 * 12 * 0.5
-    assert sum(executor.pool.exclusive_seconds().values()) == pytest.approx(
+    assert sum(executor.pool.busy_seconds().values()) == pytest.approx(
         sum(r["standin"]["held"][1] - r["standin"]["held"][0] for r in records for _ in r["standin"]["gpus"]), rel=0.05)
 
 
@@ -107,12 +109,13 @@ def _settings(tmp_path: Path):
                     stress=1, timing_iters_cpu=1, timing_warmup=0, timing_input_sets=1)
 
 
-def _hold_shared(lease, seconds: float) -> threading.Event:
-    """Another episode's tool call on the same GPU, for `seconds`; returns once it holds."""
+def _hold_shared(lease, seconds: float, hold: str = "shared") -> threading.Event:
+    """Another episode's tool call on the same GPU (`hold="exclusive"`: its measurement), for
+    `seconds`; returns once it holds."""
     holding = threading.Event()
 
     def tool_call() -> None:
-        with lease.shared():
+        with getattr(lease, hold)():
             holding.set()
             time.sleep(seconds)
 
@@ -134,7 +137,10 @@ def test_a_leased_sandbox_exec_waits_for_the_gpu(tmp_path):
         assert box.workdir and box.python          # everything else passes through
 
 
-def test_scoring_holds_the_gpu_for_the_judge_only(tmp_path):
+def test_scoring_holds_the_gpu_for_the_judge_only_and_shares_it_with_tool_calls(tmp_path):
+    """The judge's exec holds the lease's scoring hold: static analysis holds nothing, the
+    judge waits for another episode's measurement (exclusive) but not for its tool calls
+    (shared); a timing is kept alone by the judge's own lock files (test_local_sandbox)."""
     from orchestrator import catalog
     from orchestrator.scoring import pipeline
 
@@ -152,17 +158,24 @@ def test_scoring_holds_the_gpu_for_the_judge_only(tmp_path):
     verdict = evaluate(entry, hack, settings, mode="full", seed=1)
     assert time.monotonic() - started < 2.5, "static analysis waited for the GPU"
     assert verdict["failure_class"] in ("hack_detected", "compile_error")
-    assert pool.exclusive_seconds()[0] == 0.0
+    assert pool.busy_seconds()[0] == 0.0
 
     broken = tmp_path / "broken.py"  # passes static analysis; the judge runs (and fails) under the hold
     broken.write_text("import torch\nraise RuntimeError('no kernel yet')\n\n"
                       "class ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        return a[0]\n")
-    _hold_shared(other, 2.0)
+    _hold_shared(other, 2.0, hold="exclusive")
     started = time.monotonic()
     verdict = evaluate(entry, broken, settings, mode="full", seed=1)
-    assert time.monotonic() - started >= 1.5, "the judge ran while another episode used the GPU"
+    assert time.monotonic() - started >= 1.5, "the judge ran while another episode measured the GPU"
     assert verdict["status"] == "failed" and verdict["sandbox"]["backend"] == "local"
-    assert pool.exclusive_seconds()[0] > 0.0
+    assert pool.busy_seconds()[0] > 0.0
+    assert len(mine.spans) == 1 and mine.spans[0][1] - mine.spans[0][0] == pytest.approx(mine.scoring_s, abs=0.01)
+
+    _hold_shared(other, 60.0)          # a long tool call of another episode: the judge does not wait for it
+    started = time.monotonic()
+    verdict = evaluate(entry, broken, settings, mode="full", seed=1)
+    assert time.monotonic() - started < 45, "the judge waited for another episode's tool call"
+    assert verdict["status"] == "failed" and len(mine.spans) == 2
 
 
 def test_a_real_episode_under_a_gpu_lease(tmp_path):
@@ -198,7 +211,7 @@ def test_a_real_episode_under_a_gpu_lease(tmp_path):
     record = work(item, lease, run_dir)
     assert record["status"] == "completed" and record["verdict"]["status"] == "passed", record["error"]
     assert set(record["tools_used"]) >= {"compile", "check", "specs", "static_analysis", "submit"}
-    assert lease.exclusive_s > 0.5                 # the judge ran under the exclusive hold
+    assert lease.scoring_s > 0.5                   # the judge ran under the scoring hold
 
 
 def test_gpus_an_episode_needs(tmp_path):
@@ -264,3 +277,22 @@ def test_a_measurement_holds_lease_then_host_locks_and_its_execs_do_not_wait_on_
         waiter.join(5)
         assert other_ran and other_ran[0] >= released
         assert _try_flock(f"/tmp/popcorn-gpu{gpu}.lock") and _try_flock("/tmp/popcorn-profiler.lock")
+
+
+def test_busy_share_from_records_counts_overlapping_scorings_once():
+    """bench_executors' busy share of a run read back from its records: the union of the
+    scorings' spans per GPU (they overlap on one GPU), or older records' exclusive seconds."""
+    import importlib.util
+
+    from orchestrator.config import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_executors", REPO_ROOT / "scripts" / "bench_executors.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    records = [{"placement": {"gpus": [0], "gpu_spans": [[0.0, 4.0]]}},
+               {"placement": {"gpus": [0], "gpu_spans": [[1.0, 3.0], [5.0, 6.0]]}},
+               {"placement": {"gpus": [0, 1], "gpu_spans": [[3.5, 5.5]]}}]
+    assert bench._held_seconds(records, 0) == pytest.approx(6.0)     # [0, 6] covered once
+    assert bench._held_seconds(records, 1) == pytest.approx(2.0)
+    older = [{"placement": {"gpus": [0], "gpu_exclusive_s": 2.5}}, {"placement": {"gpus": [0], "gpu_exclusive_s": 1.0}}]
+    assert bench._held_seconds(older, 0) == pytest.approx(3.5)

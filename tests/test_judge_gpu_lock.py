@@ -1,0 +1,115 @@
+"""A real judge process and the host's GPU lock: its trials share the GPU with other
+evaluations' trials, its timing has the GPU alone (the local executor relies on this to
+overlap scorings on one GPU; orchestrator/executors/gpus.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.config import REPO_ROOT
+from orchestrator.runner.judge import gpu_lock, parse_verdict
+
+PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
+HONEST = REPO_ROOT / "tests" / "hacks" / "honest_torch.py"
+
+
+def _start_judge(tmp_path: Path, name: str, lock: str | None,
+                 solution: Path = HONEST) -> tuple[subprocess.Popen, Path, Path, str]:
+    nonce = "ab" * 32
+    job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": "cpu", "mode": "full", "seed": 3,
+           "stress": 1, "trials": 3, "nonce": nonce, "log_path": str(tmp_path / f"{name}.log"), "gpu_lock": lock,
+           "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1}}
+    stdout, stderr = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.runner.judge"], stdin=subprocess.PIPE,
+                            stdout=stdout.open("w"), stderr=stderr.open("w"), text=True, cwd=REPO_ROOT)
+    proc.stdin.write(json.dumps(job))
+    proc.stdin.close()
+    return proc, stdout, stderr, nonce
+
+
+def _wait_for_line(proc: subprocess.Popen, stderr: Path, text: str, limit_s: float = 240) -> None:
+    deadline = time.monotonic() + limit_s
+    while text not in stderr.read_text():
+        assert proc.poll() is None, f"the judge ended before '{text}': {stderr.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"no '{text}' within {limit_s} s: {stderr.read_text()[-2000:]}"
+        time.sleep(0.2)
+
+
+def _verdict(proc: subprocess.Popen, stdout: Path, nonce: str) -> dict:
+    proc.wait(timeout=240)
+    verdict = parse_verdict(stdout.read_text(), nonce)
+    assert verdict is not None, stdout.read_text()[-2000:]
+    return verdict
+
+
+def test_trials_run_beside_another_evaluations_trials_and_timing_waits_for_them(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    with gpu_lock(lock, shared=True):                       # another evaluation's trial, held throughout
+        proc, stdout, stderr, nonce = _start_judge(tmp_path, "a", lock)
+        _wait_for_line(proc, stderr, "] stage timing")      # loaded, correctness and stress ran meanwhile
+        time.sleep(1.5)
+        assert proc.poll() is None, "the judge timed while another evaluation's trial held the GPU"
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    assert verdict["stages"]["timing"]["status"] == "passed"
+    assert len(verdict["stages"]["stress"]["trials"]) == 1
+
+
+def test_nothing_of_a_judge_runs_while_another_evaluation_times(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    with gpu_lock(lock):                                     # another evaluation's timing
+        proc, stdout, stderr, nonce = _start_judge(tmp_path, "b", lock)
+        _wait_for_line(proc, stderr, "] load")
+        time.sleep(2.0)
+        assert "stage correctness" not in stderr.read_text() and proc.poll() is None
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    assert verdict["stages"]["load"]["wall_s"] >= 1.5       # its load waited for the timing
+
+
+def _oom_once(tmp_path: Path, times: int) -> Path:
+    """The honest submission, except that its first `times` calls run out of GPU memory."""
+    flag = tmp_path / "calls"
+    source = HONEST.read_text() + f'''
+
+_FLAG = {str(flag)!r}
+
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        import os
+        calls = len(open(_FLAG).read()) if os.path.exists(_FLAG) else 0
+        open(_FLAG, "a").write("x")
+        if calls < {times}:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB (a stand-in)")
+        return super().forward(*args)
+'''
+    path = tmp_path / f"oom_{times}.py"
+    path.write_text(source)
+    return path
+
+
+def test_a_trial_out_of_memory_beside_others_runs_again_alone_and_is_marked(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "c", lock, solution=_oom_once(tmp_path, 1))
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    first = verdict["stages"]["correctness"]["trials"][0]
+    assert first["passed"] and "out of GPU memory" in first["retried_alone"]
+    assert not any("retried_alone" in t for t in verdict["stages"]["correctness"]["trials"][1:])
+
+
+def test_a_submission_out_of_memory_alone_too_fails(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "d", lock, solution=_oom_once(tmp_path, 2))
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] == "runtime_error" and "out of memory" in verdict["failure_detail"]
+
+
+def test_without_a_lock_out_of_memory_is_not_retried(tmp_path):
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "e", None, solution=_oom_once(tmp_path, 1))
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] == "runtime_error"
