@@ -3,10 +3,11 @@
 # stage. Resumable across device calls on a warm machine (a call may last 10 minutes; the pass may
 # not): each call runs `run --resume` on the same run id under /tmp/popcorn2-pass (PASS_DIR; a warm
 # machine keeps /tmp, while a carried `.lanes` replaces the repository's copy every call) until
-# PASS_S, and logs its wall time as one segment. The pass's wall time is the sum of the segments; an episode cut at a segment's end is lost and run again in the next one, so
-# the sum errs high, never low.
+# PASS_S, and logs its wall time as one segment. The pass's wall time is the sum of the segments;
+# an episode cut at a segment's end is lost and run again in the next one, so the sum errs high,
+# never low.
 #
-#   OUT=/tmp/out [PASS_S=520] [MAX_PARALLEL=4] [GPU=0] [STRESS=8] bash scripts/gpu/popcorn2_pass.sh
+#   OUT=/tmp/out [PASS_S=520] [MAX_PARALLEL=4] [GPU=0] [STRESS=8] [PASS_DIR=/tmp/popcorn2-pass] bash scripts/gpu/popcorn2_pass.sh
 # Writes $OUT/popcorn2_pass.txt (pass_summary.py) and $OUT/pass.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
