@@ -283,13 +283,13 @@ class DistributedJudge(Judge):
     def _trial(self, cand: Any, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
-        inputs = self.rank_inputs(shape, seed)
         key = os.urandom(16)
-        with self.gpu_shared():  # no other evaluation times these GPUs meanwhile
+        with self.gpu_shared():  # no other evaluation times these GPUs meanwhile (nor uses the host's CPUs much)
+            inputs = self.rank_inputs(shape, seed)
             refs = self.reference_outputs(shape, inputs)
             t0 = time.perf_counter()
             replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "digest_key": key,
-                                      "reuse_buffers": reuse_buffers} for x in inputs], self.trial_timeout)
+                                      "reuse_buffers": reuse_buffers} for x in inputs], self._trial_limit())
             wall = time.perf_counter() - t0
             results = []  # compared under the hold too: comparing may run kernels
             for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
