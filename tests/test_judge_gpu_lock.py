@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.config import REPO_ROOT
 from orchestrator.runner.judge import gpu_lock, parse_verdict
 
@@ -16,10 +18,10 @@ PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
 HONEST = REPO_ROOT / "tests" / "hacks" / "honest_torch.py"
 
 
-def _start_judge(tmp_path: Path, name: str, lock: str | None,
-                 solution: Path = HONEST) -> tuple[subprocess.Popen, Path, Path, str]:
+def _start_judge(tmp_path: Path, name: str, lock: str | None, solution: Path = HONEST,
+                 device: str = "cpu") -> tuple[subprocess.Popen, Path, Path, str]:
     nonce = "ab" * 32
-    job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": "cpu", "mode": "full", "seed": 3,
+    job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": device, "mode": "full", "seed": 3,
            "stress": 1, "trials": 3, "nonce": nonce, "log_path": str(tmp_path / f"{name}.log"), "gpu_lock": lock,
            "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1}}
     stdout, stderr = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
@@ -113,3 +115,29 @@ def test_without_a_lock_out_of_memory_is_not_retried(tmp_path):
     proc, stdout, stderr, nonce = _start_judge(tmp_path, "e", None, solution=_oom_once(tmp_path, 1))
     verdict = _verdict(proc, stdout, nonce)
     assert verdict["failure_class"] == "runtime_error"
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_out_of_memory_beside_others_is_retried_alone(tmp_path):
+    """On a GPU: the first call asks for twice the GPU's memory (a real torch.OutOfMemoryError in
+    the candidate process); the judge runs that trial again alone, and the rest passes."""
+    import torch
+
+    flag = tmp_path / "calls"
+    solution = tmp_path / "oom_real.py"
+    solution.write_text(HONEST.read_text() + f'''
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        import os
+        if not os.path.exists({str(flag)!r}):
+            open({str(flag)!r}, "w").write("x")
+            torch.empty(2 * torch.cuda.get_device_properties(0).total_memory, dtype=torch.uint8, device="cuda")
+        return super().forward(*args)
+''')
+    assert torch.cuda.is_available()
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "g", str(tmp_path / "gpu.lock"), solution=solution,
+                                               device="cuda")
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    assert "retried_alone" in verdict["stages"]["correctness"]["trials"][0]
