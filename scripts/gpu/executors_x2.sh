@@ -15,7 +15,9 @@
 #                  (run --order), its problems are the set, and a third pass (x2c: both GPUs,
 #                  --order catalog, warm, so it errs in catalog's favour) gives the comparison.
 #                  Expected from the s6 history: x2 ~111-114 s, busy ~97-99 %, ratio ~1.9;
-#                  x2c ~127 s, busy ~88 %, ratio ~1.7.
+#                  x2c ~127 s, busy ~88 %, ratio ~1.7. Those figures predate 2026-12-01, when a
+#                  judge still held its GPU alone throughout; judges now share a GPU except while
+#                  they time, so the one-GPU pass gains more from --max-parallel than it did.
 # Fits one 10-minute call: 2 (3 with HISTORY) x (PASS_S + 60 s grace) + setup. Writes
 # $OUT/results/{x1,x2[,x2c,history]} (records), $OUT/executors_x2.txt and .json
 # (and executors_catalog_x2.json).
