@@ -3,7 +3,9 @@
 # GPUs, then on one, through the local executor; prints episodes per hour of each, their
 # ratio, and the share of time the GPUs were busy scoring.
 #
-#   OUT=/tmp/out [HISTORY=JSON] scripts/gpu/executors_x2.sh [PROBLEM_GLOBS] [PASS_S]
+#   OUT=/tmp/out [HISTORY=JSON] [SLOTS=1] scripts/gpu/executors_x2.sh [PROBLEM_GLOBS] [PASS_S]
+#   SLOTS          episodes per GPU at once (--max-parallel is SLOTS x GPUs in both passes); above
+#                  1, judges share a GPU outside their timings
 #   PROBLEM_GLOBS  default: the whole popcorn2 track (34 problems); a smaller set that both passes
 #                  finish gives the ratio of the same episodes (batch_lanes.sh executors:GLOBS)
 #   PASS_S         seconds each pass may start episodes (default 200); then SIGINT: the
@@ -25,6 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 PROBLEMS="${1:-}"
+SLOTS=${SLOTS:-1}
 PASS_S="${2:-200}"
 export POPCORN_RESULTS_DIR="$OUT/results" POPCORN_CACHE_DIR="$OUT/cache"
 export POPCORN_SANDBOX="${POPCORN_SANDBOX:-local}" POPCORN_DEVICE="${POPCORN_DEVICE:-cuda}" POPCORN_STRESS="${POPCORN_STRESS:-2}"
@@ -67,11 +70,11 @@ compare() {  # compare TWO_GPU_RUN JSON
 {
     # Two GPUs first: anything a first run pays once on a machine (page cache of the CUDA libraries,
     # leftovers of an earlier call) falls on the two-GPU pass, so the ratio errs low, never high.
-    pass x2 0,1 2
-    pass x1 0 1
+    pass x2 0,1 $((2 * SLOTS))
+    pass x1 0 "$SLOTS"
     compare x2 "$OUT/executors_x2.json"
     if [ -n "${HISTORY:-}" ]; then
-        pass x2c 0,1 2 --order catalog
+        pass x2c 0,1 $((2 * SLOTS)) --order catalog
         echo "== catalog order on two GPUs against one"
         compare x2c "$OUT/executors_catalog_x2.json"
     fi
