@@ -35,6 +35,7 @@ from tabulate import tabulate  # noqa: E402
 
 from orchestrator.agent.records import RunDir  # noqa: E402
 from orchestrator.executors import LocalExecutor, Progress  # noqa: E402
+from orchestrator.executors.gpus import held_seconds  # noqa: E402
 from orchestrator.executors.order import order_episodes  # noqa: E402
 from orchestrator.executors.standin import StandInWork, plan_items  # noqa: E402
 
@@ -149,21 +150,6 @@ def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
-def _held_seconds(records: list[dict[str, Any]], gpu: int) -> float:
-    """Time some scoring held `gpu`: the union of the records' `gpu_spans` (scorings on one GPU
-    overlap, except their timings), or, in records from before spans, the sum of
-    `gpu_exclusive_s` (exclusive holds never overlapped)."""
-    placements = [r.get("placement") or {} for r in records]
-    mine = [p for p in placements if gpu in p.get("gpus", [])]
-    if not all("gpu_spans" in p for p in mine):
-        return sum(p.get("gpu_exclusive_s", p.get("gpu_scoring_s", 0.0)) for p in mine)
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(tuple(s) for p in mine for s in p["gpu_spans"]):
-        total += max(0.0, stop - max(start, end))
-        end = max(end, stop)
-    return total
-
-
 def run_figures(path: Path) -> dict[str, Any]:
     records = RunDir(path).load_records()
     if not records:
@@ -171,7 +157,7 @@ def run_figures(path: Path) -> dict[str, Any]:
     start = min(_stamp(r["started_at"]) for r in records)
     end = max(_stamp(r["finished_at"]) for r in records)
     gpus = sorted({g for r in records for g in (r.get("placement") or {}).get("gpus", [])})
-    held = sum(_held_seconds(records, g) for g in gpus)
+    held = sum(held_seconds(records, g) for g in gpus)
     wall = max(end - start, 1e-9)
     return {"run": path.name, "episodes": len(records), "gpus": gpus, "wall_s": wall,
             "per_hour": len(records) / wall * 3600, "busy": held / (max(len(gpus), 1) * wall),

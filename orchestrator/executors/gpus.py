@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 
 class SharedExclusiveLock:
@@ -241,3 +241,25 @@ class GpuPool:
         now = time.monotonic()
         return {g: s.busy_s + (now - s.busy_since if s.busy_since is not None else 0.0)
                 for g, s in self.states.items()}
+
+
+def merged_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping [start, end) intervals (each instant once)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def held_seconds(records: list[dict[str, Any]], gpu: int) -> float:
+    """Time some scoring held `gpu` in a run, from its records: the union of their
+    `placement.gpu_spans` (scorings on one GPU overlap, except their timings), or, in records
+    from before spans (2026-12-01), the sum of `gpu_exclusive_s` (those holds never overlapped)."""
+    mine = [p for p in ((r.get("placement") or {}) for r in records) if gpu in p.get("gpus", [])]
+    if not all("gpu_spans" in p for p in mine):
+        return sum(p.get("gpu_exclusive_s", p.get("gpu_scoring_s", 0.0)) for p in mine)
+    return merged_length([tuple(span) for p in mine for span in p["gpu_spans"]])
+

@@ -245,6 +245,10 @@ class Judge:
         building, trials). Other evaluations' trials may overlap them; no timing does."""
         return gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited)
 
+    def gpu_alone(self) -> contextlib.AbstractContextManager[None]:
+        """The host's GPU lock, exclusive: timing, and a trial run again alone."""
+        return gpu_lock(self.job.get("gpu_lock"), waited=self.lock_waited)
+
     def checked_stages(self, cand: Any) -> None:
         """This judge's stages through timed_stages (the collectives judge calls it too)."""
         timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
@@ -280,7 +284,7 @@ class Judge:
             # out: the same trial once more with the GPU to itself (every judge releases its
             # cache after each trial).
             alone = True
-            with gpu_lock(self.job["gpu_lock"], waited=self.lock_waited):
+            with self.gpu_alone():
                 result, wall = self._released_after(cand, attempt)
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
@@ -317,7 +321,7 @@ class Judge:
     def timing(self, cand: Candidate) -> None:
         # Timing holds the GPU alone: other evaluations on it wait here (their
         # correctness and stress phases may overlap; timings never do).
-        with gpu_lock(self.job.get("gpu_lock"), waited=self.lock_waited):
+        with self.gpu_alone():
             self._timing(cand)
 
     def lock_waited(self, seconds: float) -> None:

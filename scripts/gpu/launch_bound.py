@@ -29,19 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.executors.gpus import merged_length  # noqa: E402  (kernels of several streams can overlap)
+
 BUSY_MIN = 0.5
-
-
-def merged_length(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by possibly overlapping [start, end) intervals (kernels of several
-    streams can overlap; each instant counts once)."""
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(intervals):
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total
 
 
 def verdict(busy_fraction: float) -> str:

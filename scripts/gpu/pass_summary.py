@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
-from tabulate import tabulate
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tabulate import tabulate  # noqa: E402
+
+from orchestrator.executors.gpus import held_seconds  # noqa: E402
 
 STAGES = ("static_analysis", "load", "correctness", "stress", "timing", "counters")
 
@@ -48,20 +53,10 @@ def main() -> int:
     print(tabulate(rows, headers=["stage", "seconds, summed over episodes", "share of episode time"]))
     gpus = sorted({g for e in episodes for g in (e.get("placement") or {}).get("gpus", [])})
     if gpus and segments:
-        held = sum(_bench()._held_seconds(episodes, g) for g in gpus)
+        held = sum(held_seconds(episodes, g) for g in gpus)
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
               f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing']:.0f} s")
     return 0
-
-
-def _bench():
-    """scripts/bench_executors.py, for its union of the records' GPU holds."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_executors", Path(__file__).parents[1] / "bench_executors.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def _settings(tmp_path: Path):
                     stress=1, timing_iters_cpu=1, timing_warmup=0, timing_input_sets=1)
 
 
-def _hold_shared(lease, seconds: float, hold: str = "shared") -> threading.Event:
+def _hold_gpu(lease, seconds: float, hold: str = "shared") -> threading.Event:
     """Another episode's tool call on the same GPU (`hold="exclusive"`: its measurement), for
     `seconds`; returns once it holds."""
     holding = threading.Event()
@@ -130,7 +130,7 @@ def test_a_leased_sandbox_exec_waits_for_the_gpu(tmp_path):
     pool = GpuPool([0], slots_per_gpu=2)
     mine, other = pool.acquire(1), pool.acquire(1)
     with LeasedSandbox(create("local", SandboxSpec()), mine.exclusive) as box:
-        _hold_shared(other, 1.0)
+        _hold_gpu(other, 1.0)
         started = time.monotonic()
         result = box.exec(["true"], timeout_s=30)
         assert result.returncode == 0 and time.monotonic() - started >= 0.9
@@ -153,7 +153,7 @@ def test_scoring_holds_the_gpu_for_the_judge_only_and_shares_it_with_tool_calls(
     hack = tmp_path / "hack.py"   # rejected by static analysis on the host: no GPU needed
     hack.write_text((entry.path / "reference.py").read_text().replace("class Model(", "class ModelNew(")
                     + "\nimport reference\n")
-    _hold_shared(other, 3.0)
+    _hold_gpu(other, 3.0)
     started = time.monotonic()
     verdict = evaluate(entry, hack, settings, mode="full", seed=1)
     assert time.monotonic() - started < 2.5, "static analysis waited for the GPU"
@@ -163,7 +163,7 @@ def test_scoring_holds_the_gpu_for_the_judge_only_and_shares_it_with_tool_calls(
     broken = tmp_path / "broken.py"  # passes static analysis; the judge runs (and fails) under the hold
     broken.write_text("import torch\nraise RuntimeError('no kernel yet')\n\n"
                       "class ModelNew(torch.nn.Module):\n    def forward(self, *a):\n        return a[0]\n")
-    _hold_shared(other, 2.0, hold="exclusive")
+    _hold_gpu(other, 2.0, hold="exclusive")
     started = time.monotonic()
     verdict = evaluate(entry, broken, settings, mode="full", seed=1)
     assert time.monotonic() - started >= 1.5, "the judge ran while another episode measured the GPU"
@@ -171,7 +171,7 @@ def test_scoring_holds_the_gpu_for_the_judge_only_and_shares_it_with_tool_calls(
     assert pool.busy_seconds()[0] > 0.0
     assert len(mine.spans) == 1 and mine.spans[0][1] - mine.spans[0][0] == pytest.approx(mine.scoring_s, abs=0.01)
 
-    _hold_shared(other, 60.0)          # a long tool call of another episode: the judge does not wait for it
+    _hold_gpu(other, 60.0)          # a long tool call of another episode: the judge does not wait for it
     started = time.monotonic()
     verdict = evaluate(entry, broken, settings, mode="full", seed=1)
     assert time.monotonic() - started < 45, "the judge waited for another episode's tool call"
@@ -280,19 +280,15 @@ def test_a_measurement_holds_lease_then_host_locks_and_its_execs_do_not_wait_on_
 
 
 def test_busy_share_from_records_counts_overlapping_scorings_once():
-    """bench_executors' busy share of a run read back from its records: the union of the
-    scorings' spans per GPU (they overlap on one GPU), or older records' exclusive seconds."""
-    import importlib.util
+    """The busy share of a run read back from its records (bench_executors compare, pass_summary):
+    the union of the scorings' spans per GPU (they overlap on one GPU), or older records'
+    exclusive seconds."""
+    from orchestrator.executors.gpus import held_seconds
 
-    from orchestrator.config import REPO_ROOT
-
-    spec = importlib.util.spec_from_file_location("bench_executors", REPO_ROOT / "scripts" / "bench_executors.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     records = [{"placement": {"gpus": [0], "gpu_spans": [[0.0, 4.0]]}},
                {"placement": {"gpus": [0], "gpu_spans": [[1.0, 3.0], [5.0, 6.0]]}},
                {"placement": {"gpus": [0, 1], "gpu_spans": [[3.5, 5.5]]}}]
-    assert bench._held_seconds(records, 0) == pytest.approx(6.0)     # [0, 6] covered once
-    assert bench._held_seconds(records, 1) == pytest.approx(2.0)
+    assert held_seconds(records, 0) == pytest.approx(6.0)     # [0, 6] covered once
+    assert held_seconds(records, 1) == pytest.approx(2.0)
     older = [{"placement": {"gpus": [0], "gpu_exclusive_s": 2.5}}, {"placement": {"gpus": [0], "gpu_exclusive_s": 1.0}}]
-    assert bench._held_seconds(older, 0) == pytest.approx(3.5)
+    assert held_seconds(older, 0) == pytest.approx(3.5)
