@@ -35,13 +35,23 @@ def test_a_gpu_idle_more_than_half_the_call_is_launch_bound():
 
 def test_one_problem_row_on_the_cpu(tmp_path):
     env = {**os.environ, "DEVICE": "cpu", "OUT": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(SCRIPT), "one", str(REPO / "problems/graph/l1/csr_spmv")],
-                         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    row = json.loads(out.stdout.strip().splitlines()[-1])
-    assert row["median_ms"] > 0 and row["gpu_busy_ms"] == 0 and row["kernels"] == 0
     params = json.loads((REPO / "problems/graph/l1/csr_spmv/manifest.json").read_text())["shapes"]
-    assert row["shape"] == default_shape(params, "cpu")
+    for changes in ({}, {"n_rows": 512}):
+        out = subprocess.run([sys.executable, str(SCRIPT), "one", str(REPO / "problems/graph/l1/csr_spmv"),
+                              json.dumps(changes)], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        assert row["median_ms"] > 0 and row["gpu_busy_ms"] == 0 and row["kernels"] == 0
+        assert row["shape"] == {**default_shape(params, "cpu"), **changes}
+
+
+def test_a_problem_may_be_measured_at_several_candidate_shapes():
+    lb = _module()
+    assert lb.shape_changes("chains=32768,steps=50,cutoff=1.1") == {"chains": 32768, "steps": 50, "cutoff": 1.1}
+    picked = lb.problems(["graph/l1/csr_spmv", "graph/l1/csr_spmv@n_rows=5000", "graph/l1/csr_spm?@avg_degree=8"])
+    assert [(e.id, c) for e, c in picked] == [("graph/l1/csr_spmv", {}), ("graph/l1/csr_spmv", {"n_rows": 5000}),
+                                             ("graph/l1/csr_spmm", {"avg_degree": 8}),
+                                             ("graph/l1/csr_spmv", {"avg_degree": 8})]
 
 
 def test_reference_ops_counts_kernels_not_views():

@@ -11,7 +11,11 @@ time limit, at the default shape on the GPU:
   speed and load, and a fused kernel beats it by the launch overhead rather than by its work
   (hmc_leapfrog's oracle scored 1.05x beside busy lanes and 0.70x on a quiet host, ninth session).
 
-    OUT=... [SHARD=0/2] [PROBLEM_S=90] [DEVICE=cuda] python3 scripts/gpu/launch_bound.py [GLOB...]
+    OUT=... [SHARD=0/2] [PROBLEM_S=90] [DEVICE=cuda] python3 scripts/gpu/launch_bound.py [GLOB[@K=V,K=V]...]
+
+A `@` suffix measures that problem at its default shape with these dimensions changed instead
+(a candidate default for a launch-bound reference: more work per kernel, fewer steps), e.g.
+probability/l2/mala_sampler@chains=32768,steps=50; the same problem may be named several times.
 
 Writes $OUT/launch_bound.jsonl (a row per problem) and prints a table. Run on two GPUs as two
 processes: CUDA_VISIBLE_DEVICES=0 SHARD=0/2 ... & CUDA_VISIBLE_DEVICES=1 SHARD=1/2 ... & wait.
@@ -38,7 +42,7 @@ def verdict(busy_fraction: float) -> str:
     return "launch-bound" if busy_fraction < BUSY_MIN else "gpu-bound"
 
 
-def measure(problem_dir: str, device: str = "cuda") -> dict:
+def measure(problem_dir: str, device: str = "cuda", changes: dict | None = None) -> dict:
     """One problem's row (runs in the child process). On a CPU (tests) there are no device
     intervals: the row says only that the plumbing works."""
     import torch
@@ -50,7 +54,7 @@ def measure(problem_dir: str, device: str = "cuda") -> dict:
 
     problem = load_problem(Path(problem_dir))
     cuda = device == "cuda"
-    shape = default_shape(problem.manifest["shapes"], device)
+    shape = {**default_shape(problem.manifest["shapes"], device), **(changes or {})}
     model = problem.model(shape, device)
     inputs = problem.inputs(shape, 0, device)
     with torch.no_grad():
@@ -68,36 +72,45 @@ def measure(problem_dir: str, device: str = "cuda") -> dict:
             "kernels": len(device_events), "verdict": verdict(fraction)}
 
 
-def problems(globs: list[str]) -> list:
+def shape_changes(text: str) -> dict:
+    """'chains=32768,steps=50' -> {'chains': 32768, 'steps': 50} (numbers as JSON reads them)."""
+    pairs = (item.split("=", 1) for item in text.split(",") if item)
+    return {key: json.loads(value) for key, value in pairs}
+
+
+def problems(args: list[str]) -> list[tuple]:
+    """(entry, shape changes) for every argument, in catalog order; no argument: every problem."""
     from orchestrator.catalog import load_catalog, select
     from orchestrator.config import Settings
 
     entries = [e for e in select(load_catalog(Settings()), track="subdomain") if not e.collectives]
-    if globs:
-        entries = [e for e in entries if any(fnmatch.fnmatch(e.id, g) for g in globs)]
+    wanted = [(glob, shape_changes(changes)) for glob, _, changes in (a.partition("@") for a in args)] or [("*", {})]
+    picked = [(e, changes) for glob, changes in wanted for e in entries if fnmatch.fnmatch(e.id, glob)]
     index, count = (int(x) for x in os.environ.get("SHARD", "0/1").split("/"))
-    return entries[index::count]
+    return picked[index::count]
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["one"]:
-        print(json.dumps(measure(argv[1], os.environ.get("DEVICE", "cuda"))))
+        print(json.dumps(measure(argv[1], os.environ.get("DEVICE", "cuda"), json.loads(argv[2]))))
         return 0
     out = Path(os.environ.get("OUT", "."))
     out.mkdir(parents=True, exist_ok=True)
     limit = float(os.environ.get("PROBLEM_S", "90"))
-    for entry in problems(argv):
+    for entry, changes in problems(argv):
         t0 = time.perf_counter()
         try:
-            res = subprocess.run([sys.executable, __file__, "one", str(entry.path)], capture_output=True, text=True,
+            res = subprocess.run([sys.executable, __file__, "one", str(entry.path), json.dumps(changes)],
+                                 capture_output=True, text=True,
                                  cwd=REPO, timeout=limit)
             row = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {"error": res.stderr[-600:]}
         except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
             row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        row = {"problem": entry.id, "wall_s": round(time.perf_counter() - t0, 1), **row}
+        row = {"problem": entry.id, "changes": changes, "wall_s": round(time.perf_counter() - t0, 1), **row}
         with open(out / "launch_bound.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"{entry.id:55s} " + (f"{row['median_ms']:9.3f} ms  busy {row['busy_fraction']:6.1%}  "
+        label = entry.id + ("@" + ",".join(f"{k}={v}" for k, v in changes.items()) if changes else "")
+        print(f"{label:55s} " + (f"{row['median_ms']:9.3f} ms  busy {row['busy_fraction']:6.1%}  "
                                     f"{row['kernels']:6d} kernels  {row['verdict']}" if "error" not in row
                                     else "error: " + row["error"][-200:].replace("\n", " ")), flush=True)
     return 0
