@@ -72,6 +72,38 @@ def test_nothing_of_a_judge_runs_while_another_evaluation_times(tmp_path):
     assert verdict["stages"]["load"]["wall_s"] >= 1.5       # its load waited for the timing
 
 
+def _start_profile_target(tmp_path: Path, lock: str) -> tuple[subprocess.Popen, Path]:
+    job = {"problem_dir": str(PROBLEM), "solution": str(HONEST), "iters": 1, "gpu_lock": lock, "device": "cpu"}
+    stderr = tmp_path / "profile_target.stderr"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.runner.profile_target"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=stderr.open("w"), text=True, cwd=REPO_ROOT)
+    proc.stdin.write(json.dumps(job))
+    proc.stdin.close()
+    return proc, stderr
+
+
+def test_the_counters_process_warms_up_beside_trials_and_is_profiled_alone(tmp_path):
+    """ncu's target (scoring's counters) holds the lock files like a judge: shared while it
+    builds and warms up, so another evaluation's trial does not stop it; alone while profiled."""
+    lock = str(tmp_path / "gpu0.lock")
+    with gpu_lock(lock, shared=True):                       # another evaluation's trial
+        proc, stderr = _start_profile_target(tmp_path, lock)
+        _wait_for_line(proc, stderr, "] warm-up")
+        time.sleep(1.5)
+        assert "] profiled" not in stderr.read_text(), "profiled while another evaluation's trial held the GPU"
+    assert proc.wait(timeout=120) == 0, stderr.read_text()[-2000:]
+    assert "] profiled" in stderr.read_text()
+
+
+def test_the_counters_process_waits_while_another_evaluation_times(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    with gpu_lock(lock):                                    # another evaluation's timing
+        proc, stderr = _start_profile_target(tmp_path, lock)
+        time.sleep(4)
+        assert proc.poll() is None and "] warm-up" not in stderr.read_text(), stderr.read_text()[-2000:]
+    assert proc.wait(timeout=120) == 0, stderr.read_text()[-2000:]
+
+
 def _oom_once(tmp_path: Path, times: int) -> Path:
     """The honest submission, except that its first `times` calls run out of GPU memory."""
     flag = tmp_path / "calls"

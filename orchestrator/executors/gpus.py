@@ -7,13 +7,19 @@ GPU a shared/exclusive lock keeps measurements honest:
 
 - `lease.shared()` around GPU work that does not measure (the tools: check, specs,
   compile in the episode's sandbox); any number of episodes at once;
-- `lease.scoring()` around the scoring judge: shared as well, because the judge takes
-  this host's GPU lock files itself (runner/judge.py `gpu_lock`): shared for loading and
-  for correctness and stress trials, exclusively for timing. Trials of several scorings
-  overlap on a GPU; a timing overlaps nothing. A judge that cannot reach the lock files
-  (in a container) is held exclusively from the host instead (sandbox/gpu_holds.py);
+- `lease.scoring()` around the scoring judge: no lock at all, only the busy accounting,
+  because the judge takes this host's GPU lock files itself (runner/judge.py `gpu_lock`):
+  shared for loading and for correctness and stress trials, exclusively for timing. Trials
+  of several scorings overlap on a GPU; a timing overlaps nothing. A measurement from the
+  host takes the same lock files exclusively (sandbox/gpu_holds.py), so it waits for the
+  trials running now, not for whole scorings: holding scorings shared here made every ncu
+  after a scoring wait for all the other scorings on its GPU to end while no new one could
+  start, and the GPU emptied and refilled in waves of `slots_per_gpu` (eleventh session, 2026-12-01).
+  A judge that cannot reach the lock files (in a container) is held exclusively from the
+  host instead (sandbox/gpu_holds.py);
 - `lease.exclusive()` around a measurement from the host (roofline's ceilings, ncu) and
-  such a container's whole judge: nothing else runs on those GPUs meanwhile.
+  such a container's whole judge: no tool call runs on those GPUs meanwhile, and the host's
+  lock files keep every judge's kernels off them.
 
 CPU-only steps (static analysis, creating the sandbox, copying files, the model's
 turns) hold neither. Writers are preferred, so a waiting measurement is never starved
@@ -151,8 +157,9 @@ class Lease:
 
     @contextlib.contextmanager
     def scoring(self) -> Iterator[None]:
-        """The scoring judge's hold: shared, since the judge's timing takes the host's lock files alone."""
-        with self.shared(), self._busy():
+        """The scoring judge's hold: busy accounting only, since the judge holds the host's lock
+        files itself around its kernels (shared for trials, alone for timing)."""
+        with self._busy():
             yield
 
     @contextlib.contextmanager

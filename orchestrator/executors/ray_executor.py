@@ -5,8 +5,8 @@ task per planned episode, `num_gpus` = the GPUs it needs, `num_cpus` = 1, at mos
 `max_parallel` in flight. A whole GPU per task makes scoring exclusive by construction;
 with `max_parallel` above the cluster's GPU count, single-GPU episodes get
 1/ceil(max_parallel / GPUs) of a GPU and hold it through a host-wide file lock, shared
-for tools and scoring and exclusive for measurements (gpus.HostGpuLock), while the
-judge's own lock files keep a timing alone, as under the local executor. A
+for tools and exclusive for measurements (gpus.HostGpuLock), while the judge's own lock
+files keep a timing or a measurement off other judges' kernels, as under the local executor. A
 task runs the episode on its node, in the chosen sandbox, into a scratch run directory,
 and returns its record with the transcript and artifact bytes; the driver writes them
 into results/<run>/ (only the driver writes episodes.jsonl).
@@ -59,8 +59,8 @@ def _import_ray(local_instance: bool = False) -> Any:
 def run_on_worker(work: Work, item: Item, shares_gpu: bool = False) -> dict[str, Any]:
     """The body of a Ray task: the episode under the GPUs Ray gave it, in a scratch run dir.
     A task with a whole GPU has it to itself; tasks sharing a GPU (fractional num_gpus)
-    take the host-wide holds of gpus.HostGpuLock around tools and scoring (shared) and
-    measurements (exclusive)."""
+    take the host-wide holds of gpus.HostGpuLock around tools (shared) and measurements
+    (exclusive); scoring's judge takes the host's GPU lock files itself."""
     import ray
 
     gpus = sorted(int(g) for g in ray.get_gpu_ids())

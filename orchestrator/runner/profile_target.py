@@ -3,7 +3,9 @@
 `python -m orchestrator.runner.profile_target` reads {problem_dir, solution, iters} on
 stdin, builds the candidate at the disclosed shape, warms it up outside the profiled
 range, then runs `iters` forwards between cudaProfilerStart and cudaProfilerStop (ncu is
-started with --profile-from-start off).
+started with --profile-from-start off). With `gpu_lock` (the host's GPU lock files) it holds
+them shared while it builds and warms up, like a judge's trial, and alone while profiled,
+like a timing: its start-up then overlaps other judges' trials, its counters nothing.
 """
 from __future__ import annotations
 
@@ -12,28 +14,37 @@ import sys
 
 import torch
 
+from orchestrator.runner.judge import gpu_lock, progress
 from orchestrator.runner.problem import import_file, load_problem, to_device
 from orchestrator.runner.shapes import default_shape
 
 
 def main() -> int:
     job = json.loads(sys.stdin.read())
+    lock, device = job.get("gpu_lock"), job.get("device", "cuda")  # "cpu": the lock's tests
+    cuda = device == "cuda"
     problem = load_problem(job["problem_dir"])
-    shape = default_shape(problem.manifest["shapes"], "cuda")
+    shape = default_shape(problem.manifest["shapes"], device)
     cls = import_file(job["solution"], "popcorn_candidate").ModelNew
-    model = cls(**to_device(problem.init_inputs(shape), "cuda")).cuda().eval()
-    inputs = problem.inputs(shape, 12345, "cuda")
     with torch.no_grad():
-        for _ in range(2):
-            model(*inputs)
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        for _ in range(int(job.get("iters", 1))):
-            model(*inputs)
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        with gpu_lock(lock, shared=True):
+            progress("warm-up")
+            model = cls(**to_device(problem.init_inputs(shape), device)).to(device).eval()
+            inputs = problem.inputs(shape, 12345, device)
+            for _ in range(2):
+                model(*inputs)
+            if cuda:
+                torch.cuda.synchronize()
+        with gpu_lock(lock):
+            progress("profiled")
+            if cuda:
+                torch.cuda.cudart().cudaProfilerStart()
+            for _ in range(int(job.get("iters", 1))):
+                model(*inputs)
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStop()
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -13,7 +13,10 @@ from typing import Any, Iterator
 
 
 @contextlib.contextmanager
-def measuring(sandbox: Any, profiler: bool = False) -> Iterator[None]:
+def measuring(sandbox: Any, profiler: bool = False, lock_files: bool = True) -> Iterator[None]:
+    """`lock_files=False`: the process measured takes this host's GPU lock files itself, only
+    around its kernels (the local sandbox reaches them; runner/profile_target.py), so its
+    start-up overlaps other judges' trials instead of stopping them."""
     gpus = tuple(getattr(getattr(sandbox, "spec", None), "gpus", ()) or ())
     if not gpus:
         yield
@@ -24,7 +27,8 @@ def measuring(sandbox: Any, profiler: bool = False) -> Iterator[None]:
         lease = getattr(sandbox, "measuring", None)
         if callable(lease):
             stack.enter_context(lease())
-        stack.enter_context(gpu_lock(host_gpu_lock_paths(gpus)))
+        if lock_files:
+            stack.enter_context(gpu_lock(host_gpu_lock_paths(gpus)))
         if profiler:
             stack.enter_context(profiler_lock())
         yield

@@ -75,11 +75,14 @@ def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300) -> dict[str, Any]:
+def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300,
+            gpu_lock: str | None = None) -> dict[str, Any]:
+    """`gpu_lock`: the host's GPU lock files, for the profiled process to take itself (None: the
+    caller holds the GPUs)."""
     ncu = find_ncu() if sandbox.name == "local" else "ncu"
     if ncu is None:
         return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
-    job = json.dumps({"problem_dir": problem_dir, "solution": solution, "iters": 1}).encode()
+    job = json.dumps({"problem_dir": problem_dir, "solution": solution, "iters": 1, "gpu_lock": gpu_lock}).encode()
     base = [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none",
             "--target-processes", "all"]
     text = ""

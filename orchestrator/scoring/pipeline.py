@@ -216,8 +216,10 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         if device == "cuda" and mode == "full" and settings.counters and not entry.collectives and '"failure_class": null' in result.stdout:
             from orchestrator.scoring import counters as hw
 
-            with measuring(sandbox, profiler=True):  # ncu replays the kernels many times
-                counters = hw.collect(sandbox, job["problem_dir"], job["solution"])
+            # ncu replays the kernels many times; where the sandbox reaches the host's lock files the
+            # profiled process holds them itself (shared while it starts, alone while profiled)
+            with measuring(sandbox, profiler=True, lock_files=not job["gpu_lock"]):
+                counters = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=job["gpu_lock"])
     except SandboxError as exc:
         record["failure_class"], record["failure_detail"] = "infra_error", f"sandbox: {exc}"
         return record

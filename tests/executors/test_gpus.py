@@ -76,30 +76,37 @@ def test_exclusive_holds_on_one_gpu_never_overlap_and_other_gpus_run_meanwhile()
     assert last - first < sum(busy.values()) * 0.9
 
 
-def test_scoring_holds_share_a_gpu_count_once_as_busy_and_keep_measurements_out():
+def test_scoring_holds_share_a_gpu_count_once_as_busy_and_do_not_hold_up_measurements():
     """Two episodes' scorings on one GPU overlap (each judge keeps its own timing alone with
-    the host's lock files); a measurement waits for both; the GPU's busy time is the union
-    of the holds, not their sum."""
-    pool = GpuPool([0], slots_per_gpu=3)
-    first, second, measurer = pool.acquire(1), pool.acquire(1), pool.acquire(1)
+    the host's lock files); a measurement does not wait for them to end (the lock files keep
+    it off their kernels) but does wait for a tool call; the GPU's busy time is the union of
+    the holds, not their sum."""
+    pool = GpuPool([0], slots_per_gpu=4)
+    first, second, measurer, tools = (pool.acquire(1) for _ in range(4))
     both_in = threading.Barrier(2, timeout=5)
     events: list[str] = []
 
     def scoring(lease) -> None:
         with lease.scoring():
             both_in.wait()           # would time out if one scoring excluded the other
-            time.sleep(0.3)
+            time.sleep(0.4)
             events.append("scored")
 
+    def tool_call() -> None:
+        with tools.shared():
+            time.sleep(0.2)
+            events.append("tool")
+
     scorers = [_start(lambda lease=lease: scoring(lease)) for lease in (first, second)]
+    tool = _start(tool_call)
     time.sleep(0.1)
     with measurer.exclusive():
         events.append("measured")
-    for t in scorers:
+    for t in scorers + [tool]:
         t.join(5)
-    assert events == ["scored", "scored", "measured"]
+    assert events == ["tool", "measured", "scored", "scored"]
     busy = pool.busy_seconds()[0]
-    assert 0.3 <= first.scoring_s < 0.6 and 0.3 <= second.scoring_s < 0.6
+    assert 0.4 <= first.scoring_s < 0.7 and 0.4 <= second.scoring_s < 0.7
     assert busy < first.scoring_s + second.scoring_s - 0.2      # the overlap counted once
     assert busy >= max(first.scoring_s, second.scoring_s)
 
