@@ -58,6 +58,10 @@ def test_trials_run_beside_another_evaluations_trials_and_timing_waits_for_them(
     assert verdict["failure_class"] is None, verdict.get("failure_detail")
     assert verdict["stages"]["timing"]["status"] == "passed"
     assert len(verdict["stages"]["stress"]["trials"]) == 1
+    stages = verdict["stages"]
+    assert stages["timing"]["lock_wait_s"] >= 1.4               # the wait for the trial is the timing's
+    assert stages["timing"]["lock_wait_s"] <= stages["timing"]["stage_wall_s"]
+    assert stages["load"]["lock_wait_s"] < 1 and stages["stress"]["lock_wait_s"] < 1  # shared beside a trial
 
 
 def test_nothing_of_a_judge_runs_while_another_evaluation_times(tmp_path):
@@ -70,6 +74,8 @@ def test_nothing_of_a_judge_runs_while_another_evaluation_times(tmp_path):
     verdict = _verdict(proc, stdout, nonce)
     assert verdict["failure_class"] is None, verdict.get("failure_detail")
     assert verdict["stages"]["load"]["wall_s"] >= 1.5       # its load waited for the timing
+    assert 1.5 <= verdict["stages"]["load"]["lock_wait_s"] <= verdict["stages"]["load"]["wall_s"]
+    assert verdict["stages"]["timing"]["lock_wait_s"] < 1
 
 
 def _start_profile_target(tmp_path: Path, lock: str) -> tuple[subprocess.Popen, Path]:

@@ -136,20 +136,24 @@ def progress(what: str) -> None:
 
 
 def timed_stages(stages: dict[str, dict[str, Any]], mode: str, cand: Any, correctness: Callable[[Any], None],
-                 stress: Callable[[Any], None], timing: Callable[[Any], None]) -> None:
+                 stress: Callable[[Any], None], timing: Callable[[Any], None],
+                 lock_wait: Callable[[], float] | None = None) -> None:
     """Correctness, then (unless only checking) stress and timing, in order; each stage record
     gets its whole wall time (`stage_wall_s`: inputs, reference, candidate calls, checks), also
-    when it fails, so a slow evaluation says where it went. Shared by the core, collectives and
-    translation judges."""
+    when it fails, so a slow evaluation says where it went, and, given `lock_wait()` (the judge's
+    seconds spent waiting for the GPU lock so far), the part of it spent waiting (`lock_wait_s`).
+    Shared by the core, collectives and translation judges."""
     steps = [("correctness", correctness)] + ([] if mode == "check" else [("stress", stress), ("timing", timing)])
     for name, step in steps:
         progress(f"stage {name}")
-        t0 = time.perf_counter()
+        t0, w0 = time.perf_counter(), lock_wait() if lock_wait else 0.0
         try:
             step(cand)
         finally:
             if name in stages:
                 stages[name]["stage_wall_s"] = round(time.perf_counter() - t0, 3)
+                if lock_wait:
+                    stages[name]["lock_wait_s"] = round(lock_wait() - w0, 3)
 
 
 def stress_trials(stages: dict[str, dict[str, Any]], seed: int | None, shapes: list[Shape],
@@ -189,6 +193,7 @@ class Judge:
         self.trial_timeout = float(self.job.get("trial_timeout_s") or limits.get("trial_s", 120))
         self.disclosed = default_shape(self.problem.manifest["shapes"], "cpu" if self.device == "cpu" else "cuda")
         self.ref_models: dict[str, torch.nn.Module] = {}
+        self.lock_wait_s = 0.0  # time spent waiting for the host's GPU lock (other evaluations' trials or timings)
 
     # -- reference side (trusted, this process) ---------------------------------------
     def reference(self, shape: Shape, inputs: tuple[Any, ...]) -> Any:
@@ -208,7 +213,8 @@ class Judge:
         with self.gpu_shared():
             cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
             self._build(cand, self.disclosed)
-        self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0}
+        self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0,
+                               "lock_wait_s": round(self.lock_wait_s, 3)}
         if self.mode == "compile":
             inputs = self.problem.inputs(self.disclosed, self._seed(), "cpu")
             with self.gpu_shared():
@@ -243,15 +249,23 @@ class Judge:
     def gpu_shared(self) -> contextlib.AbstractContextManager[None]:
         """The host's GPU lock, shared: for this judge's kernels that do not measure (loading,
         building, trials). Other evaluations' trials may overlap them; no timing does."""
-        return gpu_lock(self.job.get("gpu_lock"), shared=True, waited=self.lock_waited)
+        return self._gpu_lock(shared=True)
 
     def gpu_alone(self) -> contextlib.AbstractContextManager[None]:
         """The host's GPU lock, exclusive: timing, and a trial run again alone."""
-        return gpu_lock(self.job.get("gpu_lock"), waited=self.lock_waited)
+        return self._gpu_lock(shared=False)
+
+    @contextlib.contextmanager
+    def _gpu_lock(self, shared: bool) -> Iterator[None]:
+        t0 = time.perf_counter()
+        with gpu_lock(self.job.get("gpu_lock"), shared=shared, waited=self.lock_waited):
+            self.lock_wait_s += time.perf_counter() - t0
+            yield
 
     def checked_stages(self, cand: Any) -> None:
         """This judge's stages through timed_stages (the collectives judge calls it too)."""
-        timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
+        timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing,
+                     lock_wait=lambda: self.lock_wait_s)
 
     def _build(self, cand: Candidate, shape: Shape) -> None:
         cand.call({"op": "build", "key": shape_key(shape), "init": self.problem.init_inputs(shape)},

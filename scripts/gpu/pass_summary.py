@@ -20,11 +20,12 @@ from orchestrator.executors.gpus import held_seconds  # noqa: E402
 STAGES = ("static_analysis", "load", "correctness", "stress", "timing", "counters")
 
 
-def stage_seconds(verdict: dict) -> dict[str, float]:
+def stage_seconds(verdict: dict, key: str | None = None) -> dict[str, float]:
+    """Each stage's wall time (or, with `key`, that field, e.g. lock_wait_s) in one verdict."""
     out = {}
     for name in STAGES:
         st = (verdict or {}).get("stages", {}).get(name) or {}
-        seconds = st.get("stage_wall_s", st.get("wall_s"))
+        seconds = st.get(key) if key else st.get("stage_wall_s", st.get("wall_s"))
         if isinstance(seconds, (int, float)):
             out[name] = float(seconds)
     return out
@@ -41,21 +42,26 @@ def main() -> int:
     segments = [float(x) for x in args.segments.read_text().split()] if args.segments.is_file() else []
     status = Counter((e.get("verdict") or {}).get("status", e.get("status")) for e in episodes)
     totals: Counter = Counter()
+    waits: Counter = Counter()  # judges from 2026-12-01 on say how much of a stage waited for the GPU lock
     for e in episodes:
         totals.update(stage_seconds(e.get("verdict")))
+        waits.update(stage_seconds(e.get("verdict"), "lock_wait_s"))
     episode_s = sum(float(e.get("wall_s") or 0) for e in episodes)
     print(f"episodes {len(episodes)} of {args.track_size} ({dict(status)}); segments {len(segments)}: "
           f"{' + '.join(f'{s:.0f}' for s in segments)} = {sum(segments):.0f} s wall"
           + ("" if len(episodes) >= args.track_size else "  (pass not complete)"))
-    rows = [(name, f"{totals[name]:.0f}", f"{100 * totals[name] / episode_s:.1f} %" if episode_s else "-")
+    rows = [(name, f"{totals[name]:.0f}", f"{waits[name]:.0f}" if name in waits else "-",
+             f"{100 * totals[name] / episode_s:.1f} %" if episode_s else "-")
             for name in STAGES if name in totals]
-    rows.append(("whole episodes", f"{episode_s:.0f}", "100 %"))
-    print(tabulate(rows, headers=["stage", "seconds, summed over episodes", "share of episode time"]))
+    rows.append(("whole episodes", f"{episode_s:.0f}", f"{sum(waits.values()):.0f}" if waits else "-", "100 %"))
+    print(tabulate(rows, headers=["stage", "seconds, summed over episodes", "of which waiting for the GPU lock",
+                                  "share of episode time"]))
     gpus = sorted({g for e in episodes for g in (e.get("placement") or {}).get("gpus", [])})
     if gpus and segments:
         held = sum(held_seconds(episodes, g) for g in gpus)
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
-              f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing']:.0f} s")
+              f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing'] - waits['timing']:.0f} s"
+              + (f" (and {waits['timing']:.0f} s waiting for the GPU)" if "timing" in waits else " (waits included)"))
     return 0
 
 
