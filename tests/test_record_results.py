@@ -74,3 +74,38 @@ def test_a_row_without_its_shape_refreshes_a_value_but_never_fills_a_null(record
     set_reference(manifest, 3.0)
     run(module, tmp_path, [row()], monkeypatch)
     assert json.loads(manifest.read_text())["reference_h200_ms"] == 12.5
+
+
+def one_call(shape, median_ms=40.0, busy=0.9):
+    return {"problem": PROBLEM, "changes": {}, "wall_s": 10.0, "shape": shape, "median_ms": median_ms,
+            "gpu_busy_ms": busy * median_ms, "busy_fraction": busy, "kernels": 100,
+            "verdict": "gpu-bound" if busy >= 0.5 else "launch-bound"}
+
+
+def test_a_gpu_bound_one_call_row_stands_in_only_where_nothing_else_is_current(recorder, tmp_path, monkeypatch):
+    module, manifest = recorder
+    current = current_default(manifest)
+    older = {**current, "n_rows": 12345}
+    set_reference(manifest, None)
+    run(module, tmp_path, [one_call(current, busy=0.3)], monkeypatch)  # launch-bound: one call is not the harness's time
+    assert json.loads(manifest.read_text())["reference_h200_ms"] is None
+    run(module, tmp_path, [row(older), one_call(older, 7.0), one_call(current, 40.0)], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] == 40.0
+    run(module, tmp_path, [one_call(current, 40.0), row(current)], monkeypatch)  # the oracle's measure wins
+    assert json.loads(manifest.read_text())["reference_h200_ms"] == 12.5
+
+
+def test_the_table_says_which_measure_it_shows(recorder, tmp_path, monkeypatch, capsys):
+    module, manifest = recorder
+    current = current_default(manifest)
+    run(module, tmp_path, [row({**current, "n_rows": 12345}), one_call(current, 40.0)], monkeypatch)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(f"| {PROBLEM} "))
+    assert line.startswith(f"| {PROBLEM} | 40 (one call); oracle at an older default | passed |")
+
+
+def test_a_nulled_reference_time_takes_a_current_row_over_one_that_does_not_say_its_shape(recorder, tmp_path,
+                                                                                            monkeypatch):
+    module, manifest = recorder
+    set_reference(manifest, None)                            # nulled: the default changed since the old row
+    run(module, tmp_path, [row(), one_call(current_default(manifest), 40.0)], monkeypatch)
+    assert json.loads(manifest.read_text())["reference_h200_ms"] == 40.0

@@ -9,7 +9,10 @@ marked in the table); a row that does not say its shape only refreshes a non-nul
 Oracle rows (verify_core.py oracles) give the reference's median under the harness's
 timing rules; reference rows (verify_core.py references) cover problems without an
 oracle. The last row of a problem wins (later calls supersede earlier ones), except that
-a passing oracle row is never replaced by a failing one.
+a passing oracle row is never replaced by a failing one. Rows of launch_bound.py (one call
+per timed region, 10 calls) stand in where no oracle or reference row was measured at the
+current default, and only for a GPU-bound reference: there one call's launches hide behind its
+kernels as they do in the harness's regions of many calls (marked "one call" in the table).
 """
 from __future__ import annotations
 
@@ -25,9 +28,15 @@ sys.path.insert(0, str(REPO))
 from orchestrator.runner.shapes import default_shape  # noqa: E402
 
 
-def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
+GPU_BOUND = 0.5  # launch_bound.py's BUSY_MIN
+
+
+def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict], dict[str, list[dict]]]:
+    """Oracle rows and reference rows by problem (the last wins), and every launch_bound.py row
+    by problem (several shapes each)."""
     oracles: dict[str, dict] = {}
     references: dict[str, dict] = {}
+    single_calls: dict[str, list[dict]] = {}
     for path in paths:
         for line in path.read_text().splitlines():
             if not line.strip():
@@ -40,17 +49,34 @@ def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict]]:
                 oracles[pid] = row
             elif row.get("kind") == "reference" and row.get("default", {}).get("median_ms"):
                 references[pid] = row
-    return oracles, references
+            elif "busy_fraction" in row and row.get("median_ms"):
+                single_calls.setdefault(pid, []).append(row)
+    return oracles, references, single_calls
 
 
-def reference_measure(pid: str, oracles: dict[str, dict], references: dict[str, dict]) -> tuple[float | None, dict | None]:
-    """The reference's median and the default shape it was measured at (rows before 2026-11-30's
-    fourth session do not say their shape: None)."""
+def reference_measure(pid: str, oracles: dict[str, dict], references: dict[str, dict],
+                      single_calls: dict[str, list[dict]] | None = None) -> tuple[float | None, dict | None, str]:
+    """The reference's median, the default shape it was measured at (rows before 2026-11-30's
+    fourth session do not say their shape: None) and where it comes from: the oracle's row, else
+    the reference's; where that one is stale (is_stale), a row at the current default (the
+    reference's, then a GPU-bound one-call row)."""
+    measured = []
     row = oracles.get(pid)
     if row and row.get("reference_ms"):
-        return float(row["reference_ms"]), row.get("default_shape")
+        measured.append((float(row["reference_ms"]), row.get("default_shape"), "oracle"))
     ref = references.get(pid)
-    return (float(ref["default"]["median_ms"]), ref["default"].get("shape")) if ref else (None, None)
+    if ref:
+        measured.append((float(ref["default"]["median_ms"]), ref["default"].get("shape"), "reference"))
+    for one in (single_calls or {}).get(pid, [])[::-1]:
+        if one["busy_fraction"] >= GPU_BOUND and is_current(pid, one.get("shape")):
+            measured.append((float(one["median_ms"]), one["shape"], "one call"))
+            break
+    if measured and not is_stale(pid, measured[0][1]):
+        return measured[0]
+    for value in measured[1:]:
+        if is_current(pid, value[1]):
+            return value
+    return measured[0] if measured else (None, None, "")
 
 
 def is_current(pid: str, shape: dict | None) -> bool | None:
@@ -59,6 +85,16 @@ def is_current(pid: str, shape: dict | None) -> bool | None:
         return None
     manifest = json.loads((REPO / "problems" / pid / "manifest.json").read_text())
     return shape == default_shape(manifest["shapes"], "cuda")
+
+
+def is_stale(pid: str, shape: dict | None) -> bool:
+    """Measured at an older default: known so, or unknown while the manifest's value is null
+    (nulled when its default changed)."""
+    current = is_current(pid, shape)
+    if current is None:
+        manifest = json.loads((REPO / "problems" / pid / "manifest.json").read_text())
+        return manifest.get("reference_h200_ms") is None
+    return not current
 
 
 def write_manifest(pid: str, value: float, known_shape: bool) -> bool:
@@ -80,13 +116,19 @@ def fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def table(oracles: dict[str, dict], references: dict[str, dict]) -> str:
+def table(oracles: dict[str, dict], measures: dict[str, tuple], stale_oracles: set[str]) -> str:
+    """`measures`: reference_measure() of every problem; `stale_oracles`: problems whose oracle
+    row is stale (both taken before any manifest is written)."""
     rows = ["| problem | reference ms | oracle | stress | oracle ms | speedup [95 % CI] | DRAM/copy |",
             "|---|---|---|---|---|---|---|"]
-    for pid in sorted(set(oracles) | set(references)):
+    for pid in sorted(measures):
         o = oracles.get(pid)
-        ref, shape = reference_measure(pid, oracles, references)
-        old = " (older default)" if is_current(pid, shape) is False else ""
+        ref, shape, source = measures[pid]
+        if ref is None:
+            continue  # only launch-bound one-call rows, or rows at other shapes
+        old = (" (older default)" if is_current(pid, shape) is False else "") + (" (one call)" if source == "one call" else "")
+        if pid in stale_oracles and source != "oracle":
+            old += "; oracle at an older default"
         if o is None:
             rows.append(f"| {pid} | {fmt(ref, '.4g')}{old} | none | - | - | - | - |")
             continue
@@ -100,23 +142,25 @@ def table(oracles: dict[str, dict], references: dict[str, dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="JSON lines from verify_core.py (oracles, references)")
+    parser.add_argument("results", nargs="+", type=Path, help="JSON lines from verify_core.py (oracles, references) and launch_bound.py")
     parser.add_argument("--write-manifests", action="store_true", help="set reference_h200_ms in each manifest")
     args = parser.parse_args()
     missing = [p for p in args.results if not p.is_file()]
     if missing:
         print(f"error: {missing[0]}: no such file", file=sys.stderr)
         return 2
-    oracles, references = load(args.results)
+    oracles, references, single_calls = load(args.results)
+    measures = {pid: reference_measure(pid, oracles, references, single_calls)
+                for pid in sorted(set(oracles) | set(references) | set(single_calls))}
+    stale_oracles = {pid for pid, o in oracles.items() if is_stale(pid, o.get("default_shape"))}
     if args.write_manifests:
         written = []
-        for pid in sorted(set(oracles) | set(references)):
-            ms, shape = reference_measure(pid, oracles, references)
+        for pid, (ms, shape, _) in measures.items():
             current = is_current(pid, shape)
             if ms and current is not False and write_manifest(pid, ms, known_shape=current is True):
                 written.append(pid)
         print(f"reference_h200_ms written into {len(written)} manifests", file=sys.stderr)
-    print(table(oracles, references))
+    print(table(oracles, measures, stale_oracles))
     return 0
 
 
