@@ -75,6 +75,18 @@ def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
+def profile_job(problem_dir: str, solution: str, gpu_lock: str | None = None) -> dict[str, Any]:
+    """What runner/profile_target.py reads on stdin."""
+    return {"problem_dir": problem_dir, "solution": solution, "iters": 1, "gpu_lock": gpu_lock}
+
+
+def profile_argv(ncu: str, python: str, extra_metrics: tuple[str, ...] = TENSOR) -> list[str]:
+    """ncu around runner/profile_target.py: raw CSV of the metrics, the profiled range only."""
+    metrics = ",".join([*METRICS.values(), DURATION, *extra_metrics])
+    return [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none",
+            "--target-processes", "all", "--metrics", metrics, python, "-m", "orchestrator.runner.profile_target"]
+
+
 def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300,
             gpu_lock: str | None = None) -> dict[str, Any]:
     """`gpu_lock`: the host's GPU lock files, for the profiled process to take itself (None: the
@@ -82,14 +94,10 @@ def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float 
     ncu = find_ncu() if sandbox.name == "local" else "ncu"
     if ncu is None:
         return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
-    job = json.dumps({"problem_dir": problem_dir, "solution": solution, "iters": 1, "gpu_lock": gpu_lock}).encode()
-    base = [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none",
-            "--target-processes", "all"]
+    job = json.dumps(profile_job(problem_dir, solution, gpu_lock)).encode()
     text = ""
     for extra in (TENSOR, ()):
-        metrics = ",".join([*METRICS.values(), DURATION, *extra])
-        result = sandbox.exec([*base, "--metrics", metrics, sandbox.python, "-m",
-                               "orchestrator.runner.profile_target"], timeout_s=timeout_s, stdin=job)
+        result = sandbox.exec(profile_argv(ncu, sandbox.python, extra), timeout_s=timeout_s, stdin=job)
         text = result.stdout + result.stderr
         if "ERR_NVGPUCTRPERM" in text:
             return {"status": "skipped", "reason": "the host restricts GPU performance counters (ERR_NVGPUCTRPERM)"}
