@@ -109,3 +109,17 @@ def test_a_nulled_reference_time_takes_a_current_row_over_one_that_does_not_say_
     set_reference(manifest, None)                            # nulled: the default changed since the old row
     run(module, tmp_path, [row(), one_call(current_default(manifest), 40.0)], monkeypatch)
     assert json.loads(manifest.read_text())["reference_h200_ms"] == 40.0
+
+
+def test_a_row_that_does_not_say_its_shape_yields_to_a_later_row_at_an_older_default(recorder, tmp_path,
+                                                                                      monkeypatch):
+    """The default changed after the row without a shape: it is stale, also once the manifest holds
+    a value again (a second run keeps what the first wrote)."""
+    module, manifest = recorder
+    current = current_default(manifest)
+    older = {**current, "n_rows": 12345}
+    set_reference(manifest, None)
+    rows = [row(), one_call(older, 7.0), one_call(current, 40.0)]
+    for _ in range(2):
+        run(module, tmp_path, rows, monkeypatch)
+        assert json.loads(manifest.read_text())["reference_h200_ms"] == 40.0

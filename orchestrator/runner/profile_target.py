@@ -46,5 +46,6 @@ def main() -> int:
                 torch.cuda.cudart().cudaProfilerStop()
     return 0
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -55,10 +55,11 @@ def main(argv: list[str]) -> int:
         with ThreadPoolExecutor(n) as pool:  # each run's own end time
             ended = list(pool.map(lambda run: (run[0].communicate(timeout=300)[0], time.perf_counter()), runs))
         for i, ((proc, t0), (text, t1)) in enumerate(zip(runs, ended)):
+            kernels = len(parse_raw_csv(text))
             row = {"concurrent": n, "run": i, "problem": problem, "wall_s": round(t1 - t0, 1),
-                   "rc": proc.returncode, "kernels": len(parse_raw_csv(text)),
+                   "rc": proc.returncode, "kernels": kernels,
                    "resource_error": next((e for e in RESOURCE_ERRORS if e in text), None),
-                   "tail": text[-400:] if proc.returncode or not parse_raw_csv(text) else ""}
+                   "tail": text[-400:] if proc.returncode or not kernels else ""}
             with open(out / "ncu_overlap.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{n} at once, run {i}: rc {row['rc']}, {row['kernels']} kernels, {row['wall_s']} s"

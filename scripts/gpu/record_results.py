@@ -28,9 +28,6 @@ sys.path.insert(0, str(REPO))
 from orchestrator.runner.shapes import default_shape  # noqa: E402
 
 
-GPU_BOUND = 0.5  # launch_bound.py's BUSY_MIN
-
-
 def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict], dict[str, list[dict]]]:
     """Oracle rows and reference rows by problem (the last wins), and every launch_bound.py row
     by problem (several shapes each)."""
@@ -51,7 +48,22 @@ def load(paths: list[Path]) -> tuple[dict[str, dict], dict[str, dict], dict[str,
                 references[pid] = row
             elif "busy_fraction" in row and row.get("median_ms"):
                 single_calls.setdefault(pid, []).append(row)
+            else:
+                continue
+            if is_current(pid, default_of(row)) is False:  # the default changed after every earlier row
+                for earlier in (oracles.get(pid), references.get(pid)):
+                    if earlier is not None and earlier is not row and default_of(earlier) is None:
+                        earlier["_superseded"] = True
     return oracles, references, single_calls
+
+
+def default_of(row: dict) -> dict | None:
+    """The default shape a row says it measured (None: it does not say, or a candidate shape)."""
+    if row.get("kind") == "oracle":
+        return row.get("default_shape")
+    if row.get("kind") == "reference":
+        return row["default"].get("shape")
+    return None if row.get("changes") else row.get("shape")
 
 
 def reference_measure(pid: str, oracles: dict[str, dict], references: dict[str, dict],
@@ -60,23 +72,26 @@ def reference_measure(pid: str, oracles: dict[str, dict], references: dict[str, 
     fourth session do not say their shape: None) and where it comes from: the oracle's row, else
     the reference's; where that one is stale (is_stale), a row at the current default (the
     reference's, then a GPU-bound one-call row)."""
-    measured = []
-    row = oracles.get(pid)
-    if row and row.get("reference_ms"):
-        measured.append((float(row["reference_ms"]), row.get("default_shape"), "oracle"))
-    ref = references.get(pid)
-    if ref:
-        measured.append((float(ref["default"]["median_ms"]), ref["default"].get("shape"), "reference"))
-    for one in (single_calls or {}).get(pid, [])[::-1]:
-        if one["busy_fraction"] >= GPU_BOUND and is_current(pid, one.get("shape")):
-            measured.append((float(one["median_ms"]), one["shape"], "one call"))
-            break
-    if measured and not is_stale(pid, measured[0][1]):
-        return measured[0]
-    for value in measured[1:]:
-        if is_current(pid, value[1]):
-            return value
-    return measured[0] if measured else (None, None, "")
+    rows = [r for r in (oracles.get(pid), references.get(pid))
+            if r is not None and (r["kind"] == "reference" or r.get("reference_ms"))]
+    if rows and not is_stale(pid, rows[0]):
+        return measure_of(rows[0])
+    current = [measure_of(r) for r in rows[1:] if is_current(pid, default_of(r))] + one_call(pid, single_calls or {})
+    return current[0] if current else (measure_of(rows[0]) if rows else (None, None, ""))
+
+
+def measure_of(row: dict) -> tuple[float, dict | None, str]:
+    """An oracle or reference row's (reference median, default shape, kind)."""
+    ms = row["reference_ms"] if row["kind"] == "oracle" else row["default"]["median_ms"]
+    return float(ms), default_of(row), row["kind"]
+
+
+def one_call(pid: str, single_calls: dict[str, list[dict]]) -> list[tuple[float, dict, str]]:
+    """The newest launch_bound.py row of a GPU-bound reference at the current default, if any."""
+    for row in single_calls.get(pid, [])[::-1]:
+        if row.get("verdict") == "gpu-bound" and is_current(pid, row.get("shape")):
+            return [(float(row["median_ms"]), row["shape"], "one call")]
+    return []
 
 
 def is_current(pid: str, shape: dict | None) -> bool | None:
@@ -87,10 +102,13 @@ def is_current(pid: str, shape: dict | None) -> bool | None:
     return shape == default_shape(manifest["shapes"], "cuda")
 
 
-def is_stale(pid: str, shape: dict | None) -> bool:
-    """Measured at an older default: known so, or unknown while the manifest's value is null
-    (nulled when its default changed)."""
-    current = is_current(pid, shape)
+def is_stale(pid: str, row: dict) -> bool:
+    """An oracle or reference row measured at an older default: known so, or not saying its shape
+    while a later row was measured at an older default (load marks it) or the manifest's value is
+    null (nulled when its default changed)."""
+    current = is_current(pid, default_of(row))
+    if current is None and row.get("_superseded"):
+        return True
     if current is None:
         manifest = json.loads((REPO / "problems" / pid / "manifest.json").read_text())
         return manifest.get("reference_h200_ms") is None
@@ -152,7 +170,7 @@ def main() -> int:
     oracles, references, single_calls = load(args.results)
     measures = {pid: reference_measure(pid, oracles, references, single_calls)
                 for pid in sorted(set(oracles) | set(references) | set(single_calls))}
-    stale_oracles = {pid for pid, o in oracles.items() if is_stale(pid, o.get("default_shape"))}
+    stale_oracles = {pid for pid, o in oracles.items() if is_stale(pid, o)}
     if args.write_manifests:
         written = []
         for pid, (ms, shape, _) in measures.items():
