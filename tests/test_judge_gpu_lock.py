@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.runner.judge import gpu_lock, parse_verdict
+from orchestrator.runner.judge import gpu_lock, parse_verdict, profiler_lock
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
 HONEST = REPO_ROOT / "tests" / "hacks" / "honest_torch.py"
@@ -78,8 +78,9 @@ def test_nothing_of_a_judge_runs_while_another_evaluation_times(tmp_path):
     assert verdict["stages"]["timing"]["lock_wait_s"] < 1
 
 
-def _start_profile_target(tmp_path: Path, lock: str) -> tuple[subprocess.Popen, Path]:
-    job = {"problem_dir": str(PROBLEM), "solution": str(HONEST), "iters": 1, "gpu_lock": lock, "device": "cpu"}
+def _start_profile_target(tmp_path: Path, lock: str, profiler: bool = False) -> tuple[subprocess.Popen, Path]:
+    job = {"problem_dir": str(PROBLEM), "solution": str(HONEST), "iters": 1, "gpu_lock": lock, "device": "cpu",
+           "profiler_lock": profiler}
     stderr = tmp_path / "profile_target.stderr"
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.runner.profile_target"], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=stderr.open("w"), text=True, cwd=REPO_ROOT)
@@ -108,6 +109,19 @@ def test_the_counters_process_waits_while_another_evaluation_times(tmp_path):
         time.sleep(4)
         assert proc.poll() is None and "] warm-up" not in stderr.read_text(), stderr.read_text()[-2000:]
     assert proc.wait(timeout=120) == 0, stderr.read_text()[-2000:]
+
+
+def test_the_counters_process_given_the_profiler_lock_queues_only_its_profiled_range(tmp_path):
+    """counters_overlap: ncu sessions start together; the profiled process takes the host's
+    profiler lock itself, after warming up, so another session's profiled range delays only its own."""
+    lock = str(tmp_path / "gpu0.lock")
+    with profiler_lock():                                   # another ncu session's profiled range
+        proc, stderr = _start_profile_target(tmp_path, lock, profiler=True)
+        _wait_for_line(proc, stderr, "] warm-up")           # its start-up did not wait
+        time.sleep(3)
+        assert proc.poll() is None and "] profiled" not in stderr.read_text(), stderr.read_text()[-2000:]
+    assert proc.wait(timeout=120) == 0, stderr.read_text()[-2000:]
+    assert "] profiled" in stderr.read_text()
 
 
 def _oom_once(tmp_path: Path, times: int) -> Path:

@@ -5,16 +5,19 @@ stdin, builds the candidate at the disclosed shape, warms it up outside the prof
 range, then runs `iters` forwards between cudaProfilerStart and cudaProfilerStop (ncu is
 started with --profile-from-start off). With `gpu_lock` (the host's GPU lock files) it holds
 them shared while it builds and warms up, like a judge's trial, and alone while profiled,
-like a timing: its start-up then overlaps other judges' trials, its counters nothing.
+like a timing: its start-up then overlaps other judges' trials, its counters nothing. With
+`profiler_lock` it also takes the host's profiler lock there, after the lock files (the order of
+sandbox/gpu_holds.py), so concurrent ncu sessions queue only for their profiled ranges.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
 import torch
 
-from orchestrator.runner.judge import gpu_lock, progress
+from orchestrator.runner.judge import gpu_lock, profiler_lock, progress
 from orchestrator.runner.problem import import_file, load_problem, to_device
 from orchestrator.runner.shapes import default_shape
 
@@ -35,7 +38,7 @@ def main() -> int:
                 model(*inputs)
             if cuda:
                 torch.cuda.synchronize()
-        with gpu_lock(lock):
+        with gpu_lock(lock), (profiler_lock() if job.get("profiler_lock") else contextlib.nullcontext()):
             progress("profiled")
             if cuda:
                 torch.cuda.cudart().cudaProfilerStart()

@@ -75,9 +75,12 @@ def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def profile_job(problem_dir: str, solution: str, gpu_lock: str | None = None) -> dict[str, Any]:
-    """What runner/profile_target.py reads on stdin."""
-    return {"problem_dir": problem_dir, "solution": solution, "iters": 1, "gpu_lock": gpu_lock}
+def profile_job(problem_dir: str, solution: str, gpu_lock: str | None = None,
+                profiler_lock: bool = False) -> dict[str, Any]:
+    """What runner/profile_target.py reads on stdin (`profiler_lock`: it takes the host's
+    profiler lock itself, around its profiled range only)."""
+    return {"problem_dir": problem_dir, "solution": solution, "iters": 1, "gpu_lock": gpu_lock,
+            "profiler_lock": profiler_lock}
 
 
 def profile_argv(ncu: str, python: str, extra_metrics: tuple[str, ...] = TENSOR) -> list[str]:
@@ -88,13 +91,14 @@ def profile_argv(ncu: str, python: str, extra_metrics: tuple[str, ...] = TENSOR)
 
 
 def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300,
-            gpu_lock: str | None = None) -> dict[str, Any]:
+            gpu_lock: str | None = None, profiler_lock: bool = False) -> dict[str, Any]:
     """`gpu_lock`: the host's GPU lock files, for the profiled process to take itself (None: the
-    caller holds the GPUs)."""
+    caller holds the GPUs); `profiler_lock`: the profiled process takes the host's profiler lock
+    itself, around its profiled range (otherwise the caller holds it for the whole ncu run)."""
     ncu = find_ncu() if sandbox.name == "local" else "ncu"
     if ncu is None:
         return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
-    job = json.dumps(profile_job(problem_dir, solution, gpu_lock)).encode()
+    job = json.dumps(profile_job(problem_dir, solution, gpu_lock, profiler_lock)).encode()
     text = ""
     for extra in (TENSOR, ()):
         result = sandbox.exec(profile_argv(ncu, sandbox.python, extra), timeout_s=timeout_s, stdin=job)

@@ -217,9 +217,12 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
             from orchestrator.scoring import counters as hw
 
             # ncu replays the kernels many times; where the sandbox reaches the host's lock files the
-            # profiled process holds them itself (shared while it starts, alone while profiled)
-            with measuring(sandbox, profiler=True, lock_files=not job["gpu_lock"]):
-                counters = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=job["gpu_lock"])
+            # profiled process holds them itself (shared while it starts, alone while profiled), and
+            # with counters_overlap the profiler lock too, around its profiled range only
+            in_target = bool(job["gpu_lock"]) and settings.counters_overlap
+            with measuring(sandbox, profiler=not in_target, lock_files=not job["gpu_lock"]):
+                counters = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=job["gpu_lock"],
+                                      profiler_lock=in_target)
     except SandboxError as exc:
         record["failure_class"], record["failure_detail"] = "infra_error", f"sandbox: {exc}"
         return record

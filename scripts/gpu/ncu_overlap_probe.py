@@ -40,6 +40,14 @@ def start(ncu: str, problem_dir: Path, lock: str) -> tuple[subprocess.Popen, flo
     return proc, time.perf_counter()
 
 
+def finish(run: tuple[subprocess.Popen, float]) -> tuple[str, float]:
+    """A run's output and its end time (its stdin is already closed: communicate() would flush it)."""
+    proc = run[0]
+    text = proc.stdout.read()
+    proc.wait(timeout=300)
+    return text, time.perf_counter()
+
+
 def main(argv: list[str]) -> int:
     ncu = find_ncu()
     if ncu is None:
@@ -53,7 +61,7 @@ def main(argv: list[str]) -> int:
     for n in (1, 2, 3):
         runs = [start(ncu, problem_dir, lock) for _ in range(n)]
         with ThreadPoolExecutor(n) as pool:  # each run's own end time
-            ended = list(pool.map(lambda run: (run[0].communicate(timeout=300)[0], time.perf_counter()), runs))
+            ended = list(pool.map(finish, runs))
         for i, ((proc, t0), (text, t1)) in enumerate(zip(runs, ended)):
             kernels = len(parse_raw_csv(text))
             row = {"concurrent": n, "run": i, "problem": problem, "wall_s": round(t1 - t0, 1),
