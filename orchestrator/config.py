@@ -47,9 +47,10 @@ class Settings(BaseSettings):
     judge_timeout_s: float | None = Field(None, gt=0, description="override the whole evaluation's limit "
                                           "(default: the manifest's total_s + 60 s, x3 on a CPU)")
     counters: bool = Field(True, description="collect ncu counters of a passing kernel on a GPU (rule 7)")
-    counters_overlap: bool = Field(False, description="GPU, local sandbox: ncu sessions of concurrent evaluations "
+    counters_overlap: bool = Field(True, description="GPU, local sandbox: ncu sessions of concurrent evaluations "
                                    "start together and only their profiled ranges queue for the host's profiler "
-                                   "lock (the driver must allow it: scripts/gpu/ncu_overlap_probe.py)")
+                                   "lock (the H200's driver allows it: scripts/gpu/ncu_overlap_probe.py; a refused "
+                                   "session is run again alone)")
     world_size: int | None = Field(None, ge=2, description="ranks of a collectives problem (default: its manifest's)")
 
     # sandboxes

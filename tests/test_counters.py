@@ -26,3 +26,58 @@ def test_idle_kernels_with_a_big_speedup_are_flagged():
     busy = {**idle, "dram_throughput_pct": 70.0}
     assert flags(busy, 20.0) == []
     assert flags({"status": "skipped"}, 20.0) == []
+
+
+class ScriptedNcuSandbox:
+    """Answers ncu's command lines as ncu does (no GPU here): the first run, while another
+    profiling session is open, is refused; later ones print RAW. Records each run's job."""
+
+    name, python, workdir = "scripted", "python3", "/w"
+
+    def __init__(self, refusals: int):
+        self.refusals = refusals
+        self.jobs: list[dict] = []
+
+    def exec(self, argv, *, timeout_s, stdin=None, env=None, cwd=None):
+        import json
+
+        from orchestrator.sandbox.base import ExecResult
+
+        assert argv[0] == "ncu" and argv[-1] == "orchestrator.runner.profile_target"
+        self.jobs.append(json.loads(stdin))
+        if self.refusals:
+            self.refusals -= 1
+            return ExecResult(1, "==ERROR== Failed to profile kernel: a driver resource was unavailable\n", "", 1.0)
+        return ExecResult(0, RAW, "", 1.0)
+
+
+def _counters_of(sandbox, overlap: bool, gpu_lock: str | None = "/tmp/popcorn-gpu0.lock"):
+    from orchestrator.config import Settings
+    from orchestrator.scoring.pipeline import _counters
+
+    job = {"problem_dir": "/w/problem", "solution": "/w/candidate.py", "gpu_lock": gpu_lock}
+    return _counters(sandbox, job, Settings(counters_overlap=overlap))
+
+
+def test_overlapping_counters_take_the_profiler_lock_in_the_profiled_process():
+    sandbox = ScriptedNcuSandbox(refusals=0)
+    result = _counters_of(sandbox, overlap=True)
+    assert result["status"] == "passed" and "retried" not in result
+    assert [(j["gpu_lock"], j["profiler_lock"]) for j in sandbox.jobs] == [("/tmp/popcorn-gpu0.lock", True)]
+    sandbox = ScriptedNcuSandbox(refusals=0)
+    _counters_of(sandbox, overlap=False)
+    assert [j["profiler_lock"] for j in sandbox.jobs] == [False]
+    sandbox = ScriptedNcuSandbox(refusals=0)                  # a container: the host holds every lock
+    _counters_of(sandbox, overlap=True, gpu_lock=None)
+    assert [(j["gpu_lock"], j["profiler_lock"]) for j in sandbox.jobs] == [(None, False)]
+
+
+def test_a_refused_profiling_session_is_profiled_again_alone():
+    sandbox = ScriptedNcuSandbox(refusals=2)   # both metric sets refused beside another session
+    result = _counters_of(sandbox, overlap=True)
+    assert result["status"] == "passed" and result["kernels"] == 2
+    assert "refused" in result["retried"]
+    assert [j["profiler_lock"] for j in sandbox.jobs] == [True, True, False]
+    sandbox = ScriptedNcuSandbox(refusals=2)   # without overlap nothing is retried: the error stands
+    result = _counters_of(sandbox, overlap=False)
+    assert result["status"] == "error" and len(sandbox.jobs) == 2

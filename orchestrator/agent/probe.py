@@ -199,8 +199,14 @@ def run_candidate(iters: int) -> dict[str, Any]:
 
 
 def kernels() -> dict[str, Any]:
-    """Run the candidate once, then list the compiled kernels it left behind."""
-    run_candidate(1)
+    """Run the candidate once, then list the compiled kernels it left behind. The run holds this
+    host's GPU lock files shared where the sandbox reaches them (POPCORN_GPU_LOCK), like a
+    judge's trial: another evaluation's timing or profiled range never overlaps it."""
+    sys.path.insert(0, str(HERE))
+    from orchestrator.runner.judge import gpu_lock
+
+    with gpu_lock(os.environ.get("POPCORN_GPU_LOCK"), shared=True):
+        run_candidate(1)
     found: dict[str, list[str]] = {"cubin": [], "ptx": [], "so": []}
     for root in (os.environ.get("TRITON_CACHE_DIR", ""), os.environ.get("TORCH_EXTENSIONS_DIR", "")):
         if not root:

@@ -235,6 +235,11 @@ class Workspace:
                "TORCH_EXTENSIONS_DIR": f"{self.probe_dir}/torch_ext", "PYTHONDONTWRITEBYTECODE": "1"}
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        from orchestrator.scoring.pipeline import sandbox_gpu_lock_path
+
+        lock = sandbox_gpu_lock_path(self.sandbox) if self.device == "cuda" else None
+        if lock:  # the kernels the probe runs outside a measurement take this host's GPU lock files shared
+            env["POPCORN_GPU_LOCK"] = lock
         return env
 
     def exec(self, argv: list[str], timeout_s: float | None = None, env: dict[str, str] | None = None) -> Any:

@@ -85,10 +85,12 @@ class LeasedSandbox:
             return self._inner.exec(cmd, **kwargs)
 
     @contextlib.contextmanager
-    def measuring(self) -> Iterator[None]:
+    def measuring(self, alone: bool = True) -> Iterator[None]:
         """The GPUs held exclusively across several execs: a tool that measures them (ceilings,
-        ncu, a timing) must not share them with other episodes' tool calls."""
-        with self._exclusive():
+        ncu, a timing) must not share them with other episodes' tool calls. `alone=False`: the
+        process measured takes this host's GPU lock files itself (sandbox/gpu_holds.py), so the
+        execs hold what they would hold anyway (a scoring's busy accounting)."""
+        with (self._exclusive() if alone else self._hold()):
             self._measuring.active = True
             try:
                 yield

@@ -16,7 +16,11 @@ from typing import Any, Iterator
 def measuring(sandbox: Any, profiler: bool = False, lock_files: bool = True) -> Iterator[None]:
     """`lock_files=False`: the process measured takes this host's GPU lock files itself, only
     around its kernels (the local sandbox reaches them; runner/profile_target.py), so its
-    start-up overlaps other judges' trials instead of stopping them."""
+    start-up overlaps other judges' trials instead of stopping them. The lease then holds only
+    its busy accounting, not the GPUs alone: every kernel of a tool call in the local sandbox
+    runs under the same lock files (a judge's trials, the disassemble probe; the profile and
+    roofline tools measure through here), so they keep the profiled range alone, and other
+    episodes' ncu runs start while this one's does."""
     gpus = tuple(getattr(getattr(sandbox, "spec", None), "gpus", ()) or ())
     if not gpus:
         yield
@@ -26,7 +30,7 @@ def measuring(sandbox: Any, profiler: bool = False, lock_files: bool = True) -> 
     with contextlib.ExitStack() as stack:
         lease = getattr(sandbox, "measuring", None)
         if callable(lease):
-            stack.enter_context(lease())
+            stack.enter_context(lease(alone=lock_files))
         if lock_files:
             stack.enter_context(gpu_lock(host_gpu_lock_paths(gpus)))
         if profiler:

@@ -25,6 +25,8 @@ TENSOR = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_activ
           "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
 DURATION = "gpu__time_duration.sum"
 IDLE_PCT, SUSPICIOUS_SPEEDUP = 1.0, 1.5
+# what ncu prints when the driver will not open another profiling session now
+SESSION_REFUSED = ("driver resource was unavailable", "already being profiled")
 
 
 def find_ncu() -> str | None:
@@ -109,6 +111,11 @@ def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float 
         if kernels:
             return summarize(kernels)
     return {"status": "error", "reason": text[-1500:]}
+
+
+def refused_session(counters: dict[str, Any]) -> bool:
+    """Whether a counters run failed because another profiling session was open."""
+    return counters.get("status") == "error" and any(e in counters.get("reason", "") for e in SESSION_REFUSED)
 
 
 def flags(counters: dict[str, Any], speedup: float | None) -> list[str]:

@@ -177,9 +177,9 @@ def _judge_in_sandbox(task: Task, libs: dict[str, builds.BuildResult], job: dict
         if task.is_multi:
             inside.update(devices=["cpu"] * int(job["world_size"]) if cpu else [f"cuda:{i}" for i in range(len(gpus))],
                           ipc_helper=f"{work}/lib/ipc.so")
-        from orchestrator.scoring.pipeline import _gpu_lock_path
+        from orchestrator.scoring.pipeline import sandbox_gpu_lock_path
 
-        inside["gpu_lock"] = None if cpu else _gpu_lock_path(sandbox)  # timings never overlap other work on a GPU
+        inside["gpu_lock"] = None if cpu else sandbox_gpu_lock_path(sandbox)  # timings never overlap other work on a GPU
         result = run_judge(inside, timeout, sandbox, module)
         result["sandbox_backend"] = sandbox.name
         return result

@@ -26,9 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.scoring.counters import find_ncu, parse_raw_csv, profile_argv, profile_job  # noqa: E402
+from orchestrator.scoring.counters import SESSION_REFUSED, find_ncu, parse_raw_csv, profile_argv, profile_job  # noqa: E402
 
-RESOURCE_ERRORS = ("driver resource was unavailable", "ERR_NVGPUCTRPERM", "already being profiled")
+RESOURCE_ERRORS = (*SESSION_REFUSED, "ERR_NVGPUCTRPERM")
 
 
 def start(ncu: str, problem_dir: Path, lock: str) -> tuple[subprocess.Popen, float]:

@@ -200,3 +200,47 @@ def test_profile_plumbing_and_restricted_counters(tmp_path):
     result = call_tool(_gpu_workspace(tmp_path, restricted), "mt-all", "profile", json.dumps({"code": "x"}))
     assert not result.ok and "ERR_NVGPUCTRPERM" in result.text and result.data["counters_restricted"]
     assert sum(c[0].endswith("ncu") for c in restricted.commands) == 2  # retried without the extra metrics
+
+
+def test_the_disassemble_probe_runs_the_candidate_under_the_hosts_gpu_lock_files(tmp_path):
+    """Scoring holds the lease for its busy accounting only: another episode's disassemble
+    probe must keep off a timing or a profiled range through the host's lock files, as a
+    judge's trials do. The real probe in a real local sandbox (on the CPU), against a held lock."""
+    import threading
+    import time
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from orchestrator.agent.tools import Scoring, Workspace
+    from orchestrator.config import REPO_ROOT, Settings
+    from orchestrator.runner.judge import gpu_lock
+    from orchestrator.sandbox.base import SandboxSpec, create
+
+    folder = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
+    entry = SimpleNamespace(id="graph/l1/csr_spmv", path=folder, kind="problem",
+                            manifest=json.loads((folder / "manifest.json").read_text()))
+    code = (folder / "reference.py").read_text().replace("class Model(", "class ModelNew(")
+
+    def workspace(device: str) -> Workspace:
+        return Workspace(entry=entry, settings=Settings(cache_dir=tmp_path), scoring=Scoring(None, None),  # type: ignore[arg-type]
+                         device=device, host_dir=Path(tmp_path), sandbox_factory=lambda: create("local", SandboxSpec(gpus=(97,))))
+
+    on_gpu = workspace("cuda")
+    assert on_gpu.probe_env()["POPCORN_GPU_LOCK"] == "/tmp/popcorn-gpu97.lock"
+    on_gpu.close()
+    ws = workspace("cpu")                              # the same probe, run here
+    assert "POPCORN_GPU_LOCK" not in ws.probe_env()
+    ws.put_probe(code)
+    lock, done = str(tmp_path / "gpu0.lock"), []
+    worker = threading.Thread(target=lambda: done.append(ws.exec(
+        [ws.sandbox.python, "popcorn_probe.py", "kernels"], 300, env={"POPCORN_GPU_LOCK": lock})))
+    try:
+        with gpu_lock(lock):                           # another evaluation times
+            worker.start()
+            time.sleep(6)
+            assert not done, "the probe ran kernels while another evaluation held the GPU alone"
+        worker.join(300)
+        assert done and done[0].returncode == 0, done and done[0].stderr[-2000:]
+        assert "POPCORN_PROBE" in done[0].stdout
+    finally:
+        ws.close()

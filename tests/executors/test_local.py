@@ -279,6 +279,41 @@ def test_a_measurement_holds_lease_then_host_locks_and_its_execs_do_not_wait_on_
         assert _try_flock(f"/tmp/popcorn-gpu{gpu}.lock") and _try_flock("/tmp/popcorn-profiler.lock")
 
 
+def _taken_within(hold, seconds: float) -> bool:
+    """Whether a thread gets `hold` (a lease's context manager) within `seconds`; it lets go at once."""
+    got = threading.Event()
+
+    def take() -> None:
+        with hold():
+            got.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    return got.wait(seconds)
+
+
+def test_a_measurement_whose_process_takes_the_lock_files_itself_only_counts_as_busy():
+    """Scoring's ncu, where the profiled process takes this host's lock files itself (and, with
+    counters_overlap, the profiler lock around its profiled range): the lease holds the busy
+    accounting only, so another episode's tool call and another scoring's ncu start meanwhile."""
+    from orchestrator.sandbox.base import SandboxSpec, create
+    from orchestrator.sandbox.gpu_holds import measuring
+
+    gpu = 96
+    pool = GpuPool([gpu], slots_per_gpu=2)
+    mine, other = pool.acquire(1), pool.acquire(1)
+    box = LeasedSandbox(create("local", SandboxSpec(gpus=(gpu,))), mine.scoring, mine.exclusive)
+    with box:
+        with measuring(box, profiler=False, lock_files=False):
+            assert _taken_within(other.shared, 2), "another episode's tool call waited for the measurement"
+            assert _taken_within(other.exclusive, 2), "another episode's measurement waited for this one"
+            assert box.exec(["true"], timeout_s=30).returncode == 0
+            assert _try_flock(f"/tmp/popcorn-gpu{gpu}.lock") and _try_flock("/tmp/popcorn-profiler.lock")
+            time.sleep(0.2)
+        with measuring(box, profiler=True):             # a measurement from the host: the GPU alone
+            assert not _taken_within(other.shared, 0.5)
+    assert pool.busy_seconds()[gpu] >= 0.2 and len(mine.spans) == 2
+
+
 def test_busy_share_from_records_counts_overlapping_scorings_once():
     """The busy share of a run read back from its records (bench_executors compare, pass_summary):
     the union of the scorings' spans per GPU (they overlap on one GPU), or older records'
