@@ -34,3 +34,28 @@ def test_waits_for_the_gpu_lock_are_told_apart_from_timing(tmp_path):
     assert stress_row[1:3] == ["50", "2"]
     assert lines[-1] == "GPUs [0] held by some judge 45 s of 1 x 50 s (90.0 %); timing, alone, 9 s " \
                         "(and 13 s waiting for the GPU)"
+
+
+def test_rows_give_each_episodes_stages_waits_and_speedup(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    episode = _episode(30, 12, 8, [[0, 40], [40, 52]])
+    episode.update(problem="graph/l1/csr_spmv", started_at="t0", finished_at="t1")
+    episode["verdict"]["speedup"] = 1.5
+    episode["verdict"]["stages"]["stress"]["trials"] = [{"wall_s": 2.0}, {"wall_s": 3.0, "retried_alone": "oom"}]
+    episode["verdict"]["stages"]["timing"].update(reference={"median_ms": 3.0}, candidate={"median_ms": 2.0},
+                                                  speedup_ci95=[1.4, 1.6])
+    episode["verdict"]["stages"]["counters"] = {"status": "passed"}
+    (run / "episodes.jsonl").write_text(json.dumps(episode) + "\n")
+    rows = tmp_path / "rows.jsonl"
+    out = subprocess.run([sys.executable, str(SCRIPT), str(run), str(tmp_path / "none.txt"), "--rows", str(rows),
+                          "--label", "call 2", "--commit", "abc1234"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["segment"] == "call 2" and row["commit"] == "abc1234" and row["problem"] == "graph/l1/csr_spmv"
+    assert row["episode_wall_s"] == 44.0 and row["gpu_spans"] == [[0, 40], [40, 52]]
+    assert row["stage_wall_s"] == {"load": 2.0, "stress": 30.0, "timing": 12.0}
+    assert row["stage_lock_wait_s"] == {"load": 0.0, "stress": 1.0, "timing": 8.0}
+    assert row["trial_wall_s"] == 5.0 and row["retried_alone"] == 1 and row["counters"] == "passed"
+    assert (row["reference_ms"], row["candidate_ms"], row["speedup"], row["speedup_ci95"]) == (3.0, 2.0, 1.5, [1.4, 1.6])

@@ -2,6 +2,11 @@
 segments, and where the time went, stage by stage, summed over episodes.
 
     python3 scripts/gpu/pass_summary.py RESULTS/RUN_ID SEGMENTS.txt [--track-size N]
+        [--rows OUT.jsonl --label TEXT --commit SHA]
+
+`--rows` also writes one row per episode (docs/verification-data/*-pass-partial.jsonl): its
+stages' wall times and lock waits, its GPU holds, counters and speedup. popcorn2_pass.sh reads
+those rows' episode times back to start a fresh pass longest-first.
 """
 from __future__ import annotations
 
@@ -31,11 +36,34 @@ def stage_seconds(verdict: dict, key: str | None = None) -> dict[str, float]:
     return out
 
 
+def episode_row(e: dict, label: str, commit: str) -> dict:
+    """One episode of the pass as docs/verification-data keeps it."""
+    verdict = e.get("verdict") or {}
+    stages = verdict.get("stages") or {}
+    timing = stages.get("timing") or {}
+    trials = [t for name in ("correctness", "stress") for t in (stages.get(name) or {}).get("trials", [])]
+    placement = e.get("placement") or {}
+    return {"segment": label, "commit": commit, "problem": e.get("problem"),
+            "status": verdict.get("status", e.get("status")), "failure_class": verdict.get("failure_class"),
+            "started_at": e.get("started_at"), "finished_at": e.get("finished_at"), "episode_wall_s": e.get("wall_s"),
+            "gpu_scoring_s": placement.get("gpu_scoring_s"), "gpu_spans": placement.get("gpu_spans"),
+            "stage_wall_s": stage_seconds(verdict), "stage_lock_wait_s": stage_seconds(verdict, "lock_wait_s"),
+            "trial_wall_s": round(sum(t.get("wall_s", 0) for t in trials), 2),
+            "retried_alone": sum(1 for t in trials if t.get("retried_alone")),
+            "counters": (stages.get("counters") or {}).get("status"),
+            "reference_ms": (timing.get("reference") or {}).get("median_ms"),
+            "candidate_ms": (timing.get("candidate") or {}).get("median_ms"),
+            "speedup": verdict.get("speedup"), "speedup_ci95": timing.get("speedup_ci95")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("segments", type=Path, help="one wall time in seconds per line (one per call)")
     parser.add_argument("--track-size", type=int, default=34, help="episodes a whole pass has (Popcorn2: 34)")
+    parser.add_argument("--rows", type=Path, help="also write one JSON row per episode here")
+    parser.add_argument("--label", default="", help="--rows: what the rows' `segment` field says (the call, the setting)")
+    parser.add_argument("--commit", default="", help="--rows: the commit the pass ran at")
     args = parser.parse_args()
     episodes = [json.loads(line) for line in (args.run_dir / "episodes.jsonl").read_text().splitlines() if line.strip()] \
         if (args.run_dir / "episodes.jsonl").is_file() else []
@@ -62,6 +90,8 @@ def main() -> int:
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
               f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing'] - waits['timing']:.0f} s"
               + (f" (and {waits['timing']:.0f} s waiting for the GPU)" if "timing" in waits else " (waits included)"))
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(episode_row(e, args.label, args.commit)) + "\n" for e in episodes))
     return 0
 
 

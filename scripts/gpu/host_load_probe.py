@@ -1,0 +1,140 @@
+"""GPU probe (issue 5's pass): why do launch-heavy references read slower beside other episodes,
+and what would keep their timing honest? In the passes of 2026-12-01, smith_waterman_score's
+reference read 68 ms with judges one at a time and up to 105 ms beside three other episodes,
+while references made of a few long kernels did not move: the GPU was the timing's alone, the
+host was not.
+
+This times two launch-heavy references (CUDA events around back-to-back calls, the median of
+several regions) with the host quiet and under synthetic host load, and under two remedies:
+  quiet        nothing else running
+  spin-N       N processes in a pure-Python loop (the CPU busy, little memory traffic)
+  mem-N        N processes copying 64 MiB arrays (memory bandwidth and caches busy)
+  mem-N-pinned the same, the timed process alone on CPU 0 and the load on the other CPUs
+  spin-2N      twice as many spinners as CPUs (the run queue oversubscribed)
+  spin-2N-nice the same, the load at nice 19
+  quiet-again  nothing again (drift over the probe)
+Each row also gives the mean `cpu MHz` of /proc/cpuinfo while it ran (frequency scaling).
+About a minute and a half on 16 CPUs.
+
+    source scripts/gpu/env.sh && OUT=... python3 scripts/gpu/host_load_probe.py [PROBLEM_ID ...]
+
+Writes $OUT/host_load.jsonl and prints one line per row.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+PROBLEMS = ["biology/l1/smith_waterman_score", "biology/l2/profile_hmm_forward"]
+
+
+def spin(cpus: list[int] | None, nice: int) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    os.nice(nice)
+    x = 0
+    while True:
+        x += 1
+
+
+def copy_arrays(cpus: list[int] | None, nice: int) -> None:
+    import numpy as np
+
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    os.nice(nice)
+    a, b = np.ones(8 << 20), np.empty(8 << 20)
+    while True:
+        np.copyto(b, a)
+
+
+def cpu_mhz() -> float | None:
+    try:
+        values = [float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")]
+    except OSError:
+        return None
+    return round(statistics.mean(values), 0) if values else None
+
+
+def time_reference(model, inputs, device: str, regions: int = 7, calls: int = 3) -> float:
+    """Median milliseconds per call over `regions` regions of `calls` back-to-back calls."""
+    import torch
+
+    per_call = []
+    for _ in range(regions):
+        if device == "cpu":  # DEVICE=cpu: a smoke test of this script on a machine without a GPU
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                model(*inputs)
+            per_call.append((time.perf_counter() - t0) * 1e3 / calls)
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            model(*inputs)
+        end.record()
+        end.synchronize()
+        per_call.append(start.elapsed_time(end) / calls)
+    return statistics.median(per_call)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    from orchestrator.runner.problem import load_problem
+    from orchestrator.runner.shapes import default_shape
+
+    device = os.environ.get("DEVICE", "cuda")
+    out = Path(os.environ.get("OUT", "/tmp/out"))
+    out.mkdir(parents=True, exist_ok=True)
+    n = os.cpu_count() or 2
+    others, k = list(range(1, n)), max(1, n - 4)  # k: busy CPUs, some left idle
+    conditions = [("quiet", None, 0, None, 0), (f"spin-{k}", spin, k, None, 0),
+                  (f"mem-{k}", copy_arrays, k, None, 0), (f"mem-{k}-pinned", copy_arrays, k, others, 0),
+                  (f"spin-{2 * n}", spin, 2 * n, None, 0), (f"spin-{2 * n}-nice", spin, 2 * n, None, 19),
+                  ("quiet-again", None, 0, None, 0)]
+    refs = []
+    with torch.no_grad():
+        for pid in argv or PROBLEMS:
+            problem = load_problem(REPO / "problems" / pid)
+            shape = default_shape(problem.manifest["shapes"], device)
+            model, inputs = problem.model(shape, device), problem.inputs(shape, 7, device)
+            for _ in range(3):
+                model(*inputs)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            refs.append((pid, model, inputs))
+        ctx = mp.get_context("fork")
+        for name, target, count, cpus, nice in conditions:
+            load = [ctx.Process(target=target, args=(cpus, nice), daemon=True) for _ in range(count if target else 0)]
+            for p in load:
+                p.start()
+            try:
+                os.sched_setaffinity(0, [0] if cpus else range(n))
+                time.sleep(1.0 if load else 0.0)  # let the load settle (and clocks follow it)
+                mhz = cpu_mhz()
+                for pid, model, inputs in refs:
+                    ms = time_reference(model, inputs, device)
+                    row = {"condition": name, "problem": pid, "median_ms": round(ms, 3), "cpu_mhz": mhz,
+                           "load_processes": len(load), "cpus": n}
+                    with open(out / "host_load.jsonl", "a") as f:
+                        f.write(json.dumps(row) + "\n")
+                    print(f"{name:16s} {pid:40s} {ms:8.2f} ms  {mhz} MHz", flush=True)
+            finally:
+                for p in load:
+                    p.kill()
+                for p in load:
+                    p.join()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
