@@ -4,7 +4,7 @@ segments, and where the time went, stage by stage, summed over episodes.
     python3 scripts/gpu/pass_summary.py RESULTS/RUN_ID SEGMENTS.txt [--track-size N]
         [--rows OUT.jsonl --label TEXT --commit SHA]
 
-`--rows` also writes one row per episode (docs/verification-data/*-pass-partial.jsonl): its
+`--rows` also writes one row per episode (docs/verification-data/*-pass*.jsonl): its
 stages' wall times and lock waits, its GPU holds, counters and speedup. popcorn2_pass.sh reads
 those rows' episode times back to start a fresh pass longest-first.
 """

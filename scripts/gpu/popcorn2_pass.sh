@@ -19,10 +19,10 @@ export POPCORN_RESULTS_DIR="${PASS_DIR:-/tmp/popcorn2-pass}" POPCORN_SANDBOX=loc
 mkdir -p "$POPCORN_RESULTS_DIR"
 resume=(); [ -d "$POPCORN_RESULTS_DIR/popcorn2-pass" ] && resume=(--resume)  # later calls continue the run
 # A fresh pass starts longest-first (executors/order.py) from earlier passes' episode times, kept in
-# docs/verification-data/*-pass-partial.jsonl (pass_summary.py --rows), as records of a run of their own.
+# docs/verification-data/*-pass*.jsonl (pass_summary.py --rows), as records of a run of their own.
 if [ ${#resume[@]} = 0 ] && [ "${PASS_ORDER_FROM_EARLIER:-1}" = 1 ]; then
     mkdir -p "$POPCORN_RESULTS_DIR/earlier-passes"
-    python3 - "$POPCORN_RESULTS_DIR/earlier-passes/episodes.jsonl" docs/verification-data/*-pass-partial.jsonl <<'PY'
+    python3 - "$POPCORN_RESULTS_DIR/earlier-passes/episodes.jsonl" docs/verification-data/*-pass*.jsonl <<'PY'
 import json, sys
 rows = [json.loads(line) for path in sys.argv[2:] for line in open(path) if line.strip()]
 with open(sys.argv[1], "w") as out:
