@@ -14,7 +14,7 @@ several regions) with the host quiet and under synthetic host load, and under tw
   spin-2N-nice the same, the load at nice 19
   quiet-again  nothing again (drift over the probe)
 Each row also gives the mean `cpu MHz` of /proc/cpuinfo while it ran (frequency scaling).
-About a minute and a half on 16 CPUs.
+About a minute on 16 CPUs.
 
     source scripts/gpu/env.sh && OUT=... python3 scripts/gpu/host_load_probe.py [PROBLEM_ID ...]
 
@@ -22,9 +22,11 @@ Writes $OUT/host_load.jsonl and prints one line per row.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing as mp
 import os
+import signal
 import statistics
 import sys
 import time
@@ -36,10 +38,18 @@ sys.path.insert(0, str(REPO))
 PROBLEMS = ["biology/l1/smith_waterman_score", "biology/l2/profile_hmm_forward"]
 
 
-def spin(cpus: list[int] | None, nice: int) -> None:
+def _die_with_parent(cpus: list[int] | None, nice: int) -> None:
+    """A load process must not outlive the probe (a timeout kills it, and the pass runs next)."""
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(0)
     if cpus:
         os.sched_setaffinity(0, cpus)
     os.nice(nice)
+
+
+def spin(cpus: list[int] | None, nice: int) -> None:
+    _die_with_parent(cpus, nice)
     x = 0
     while True:
         x += 1
@@ -48,9 +58,7 @@ def spin(cpus: list[int] | None, nice: int) -> None:
 def copy_arrays(cpus: list[int] | None, nice: int) -> None:
     import numpy as np
 
-    if cpus:
-        os.sched_setaffinity(0, cpus)
-    os.nice(nice)
+    _die_with_parent(cpus, nice)
     a, b = np.ones(8 << 20), np.empty(8 << 20)
     while True:
         np.copyto(b, a)
@@ -92,6 +100,7 @@ def main(argv: list[str]) -> int:
     from orchestrator.runner.problem import load_problem
     from orchestrator.runner.shapes import default_shape
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout`: stop the load on the way out
     device = os.environ.get("DEVICE", "cuda")
     out = Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
