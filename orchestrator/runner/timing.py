@@ -128,6 +128,16 @@ def _resampled(rounds: list[list[float]], picks: list[int], rng: random.Random) 
     return [x for i in picks for x in rng.choices(rounds[i], k=len(rounds[i]))]
 
 
+def replica_sides(candidate: Any, start: Callable[[str], Any], processes: Any, sets: Any) -> dict[str, "Replicas"]:
+    """A translation timing's two sides: the candidate's process given plus `processes - 1` more,
+    and `processes` of the H100 reference; `start(name)` starts one ("candidate" or "h100").
+    Candidate and reference alternate in rounds, so drift over the measurement hits both alike;
+    each side's rounds take its processes in turn."""
+    n = max(1, int(processes))
+    return {"candidate": Replicas([candidate] + [start("candidate") for _ in range(n - 1)], sets),
+            "reference": Replicas([start("h100") for _ in range(n)], sets)}
+
+
 class Replicas:
     """The processes one implementation is timed in, taken in turn, one per round. Two
     processes of the same library can sit at levels apart while each one's rounds agree:

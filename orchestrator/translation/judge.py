@@ -174,11 +174,7 @@ class TranslationJudge:
         ref_prints = [timing.fingerprint(self.reference(s)) for s in sets]
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed}
-        processes = max(1, int(t.get("processes", 2)))
-        # candidate and reference alternate in rounds, so drift over the measurement hits both
-        # alike; each side's rounds take its processes in turn
-        sides = {"candidate": timing.Replicas([cand] + [self.library("candidate") for _ in range(processes - 1)], sets),
-                 "reference": timing.Replicas([self.library("h100") for _ in range(processes)], sets)}
+        sides = timing.replica_sides(cand, self.library, t.get("processes", 2), sets)
         regions = timing.RegionSizes(list(sides))
         timers = {name: side.timer(lambda lib, payload, n, w, name=name: self._time(lib, payload, n, w, regions, name),
                                    warmup) for name, side in sides.items()}

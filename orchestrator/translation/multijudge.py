@@ -277,11 +277,7 @@ class MultiJudge:
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
         nbytes = timing._nbytes(sets[0][0])
-        processes = max(1, int(t.get("processes", 2)))
-        # candidate and reference alternate in rounds, so drift over the measurement hits both
-        # alike; each side's rounds take its rank groups in turn
-        sides = {"candidate": timing.Replicas([cand] + [self.group("candidate") for _ in range(processes - 1)], sets),
-                 "reference": timing.Replicas([self.group("h100") for _ in range(processes)], sets)}
+        sides = timing.replica_sides(cand, self.group, t.get("processes", 2), sets)  # rank groups, in turn
         regions = timing.RegionSizes(list(sides))
         timers = {name: side.timer(lambda group, payload, n, w, name=name:
                                    self._time(group, payload, n, w, regions, name, nbytes), warmup)
