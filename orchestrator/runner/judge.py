@@ -406,8 +406,9 @@ def host_gpu_lock_paths(gpus: Any) -> str | None:
 
 @contextlib.contextmanager
 def profiler_lock() -> Iterator[None]:
-    """One Nsight Compute session at a time on this host: the driver serves one profiling
-    client, and a second ncu fails with "a driver resource was unavailable"."""
+    """One Nsight Compute profiled range at a time on this host: a second ncu profiling meanwhile
+    fails with "a driver resource was unavailable" (third session on the H200), while sessions that
+    only start together, their profiled ranges apart, all profile (twelfth session)."""
     with open("/tmp/popcorn-profiler.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

@@ -3,8 +3,10 @@
 Timing, ceilings and ncu must not share their GPUs with other work. Three holds, always taken
 in this order: the executor's lease on the GPUs (when the sandbox is leased: other episodes of
 this process), this host's lock files of those GPUs (other processes: every judge takes them
-while it runs kernels), and the host's profiler lock (one ncu at a time: the driver serves one
-profiling session). They are taken on the host, so they hold for every sandbox backend.
+while it runs kernels), and the host's profiler lock (one profiled range at a time: a second ncu
+profiling meanwhile is refused with "a driver resource was unavailable"). They are taken on the
+host, so they hold for every sandbox backend; scoring's ncu in the local sandbox takes the last
+two inside the profiled process instead (scoring/pipeline.py `_counters`).
 """
 from __future__ import annotations
 
