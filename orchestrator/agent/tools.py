@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from orchestrator.agent.client import parse_arguments
 from orchestrator.errors import InfraError
 from orchestrator.sandbox.gpu_holds import measuring
+from orchestrator.scoring.counters import SESSION_REFUSED
 
 DEFAULT_OUTPUT_LIMIT = 12_000  # characters of one tool result sent to the model
 PROBE_PREFIX = "POPCORN_PROBE "
@@ -485,7 +486,6 @@ def _find_tool(ws: Workspace, tool: str) -> str | None:
     return path[0] if result.returncode == 0 and path else None
 
 
-NCU_BUSY = "a driver resource was unavailable"
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats",
                 "ComputeWorkloadAnalysis")
 # Tensor-pipe use and the stall breakdown by name (a regex matching nothing is retried without them).
@@ -512,7 +512,7 @@ def _run_ncu(ws: Workspace, ncu: str) -> tuple[Any, str]:
     for extra in (True, False):
         for wait_s in (10, 20, None):
             result, text = _ncu_once(ws, ncu, extra)
-            if wait_s is None or NCU_BUSY not in text + result.stdout + result.stderr:
+            if wait_s is None or not any(e in text + result.stdout + result.stderr for e in SESSION_REFUSED):
                 break
             time.sleep(wait_s)
         if result.returncode == 0 and text.strip():
