@@ -19,7 +19,8 @@
 #                           picks a set small enough that both passes finish it: the ratio is then of the same episodes
 #          script:PATH      a Python script on one GPU (SCRIPT_GPU, default 1), e.g. scripts/gpu/csr_spmm_probe.py
 #          pass             issue 5's whole Popcorn2 pass on one GPU (PASS_GPU, default 0), resumed by
-#                           the next call on a warm machine until complete (scripts/gpu/popcorn2_pass.sh)
+#                           the next call on a warm machine until complete (scripts/gpu/popcorn2_pass.sh,
+#                           segmented; run that script alone for the detached pass that no call cuts)
 #          multi[:IDS]      multi-GPU translation tasks at world size 2
 #          tbuild[:IDS]     translation builds only (all sides of single and multi tasks, niced), into
 #                           ./.cache, which a warm machine keeps for the next call's translation/multi lanes
@@ -70,7 +71,7 @@ lane() {  # lane NAME ARG
         collectives) OUT=$dir PARALLEL=${COLLECTIVES_PARALLEL:-3} timeout $budget bash scripts/gpu/collectives_x2.sh 2 \
                      ${COLLECTIVES_S:-240} "${arg:-.}" ;;
         script) OUT=$dir CUDA_VISIBLE_DEVICES=${SCRIPT_GPU:-1} timeout $budget python3 $arg ;;
-        pass) OUT=$dir PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
+        pass) OUT=$dir PASS_DETACH=0 PASS_S=$(( budget - 75 )) GPU=${PASS_GPU:-0} bash scripts/gpu/popcorn2_pass.sh ;;
         executors) OUT=$dir timeout $budget bash scripts/gpu/executors_x2.sh "$arg" ${PASS_S:-90} ;;
         tbuild) for track in translation-single translation-multi; do
                     POPCORN_CACHE_DIR=$PWD/.cache nice -n 10 timeout $budget python3 scripts/gpu/translation_verify.py \
