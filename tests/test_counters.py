@@ -37,6 +37,7 @@ class ScriptedNcuSandbox:
     def __init__(self, refusals: int):
         self.refusals = refusals
         self.jobs: list[dict] = []
+        self.argvs: list[list[str]] = []
 
     def exec(self, argv, *, timeout_s, stdin=None, env=None, cwd=None):
         import json
@@ -45,18 +46,41 @@ class ScriptedNcuSandbox:
 
         assert argv[0] == "ncu" and argv[-1] == "orchestrator.runner.profile_target"
         self.jobs.append(json.loads(stdin))
+        self.argvs.append(list(argv))
         if self.refusals:
             self.refusals -= 1
             return ExecResult(1, "==ERROR== Failed to profile kernel: a driver resource was unavailable\n", "", 1.0)
         return ExecResult(0, RAW, "", 1.0)
 
 
-def _counters_of(sandbox, overlap: bool, gpu_lock: str | None = "/tmp/popcorn-gpu0.lock"):
+def _counters_of(sandbox, overlap: bool, gpu_lock: str | None = "/tmp/popcorn-gpu0.lock", **settings):
     from orchestrator.config import Settings
     from orchestrator.scoring.pipeline import _counters
 
     job = {"problem_dir": "/w/problem", "solution": "/w/candidate.py", "gpu_lock": gpu_lock}
-    return _counters(sandbox, job, Settings(counters_overlap=overlap))
+    return _counters(sandbox, job, Settings(counters_overlap=overlap, **settings))
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_ncu_samples_a_loops_repeats_per_launch_configuration():
+    """A forward of hundreds of launches held the GPU alone for minutes under ncu: by default
+    each launch configuration is profiled at most 4 times, and the record says so."""
+    sandbox = ScriptedNcuSandbox(refusals=0)
+    result = _counters_of(sandbox, overlap=True)
+    argv = sandbox.argvs[0]
+    assert (_option(argv, "--filter-mode"), _option(argv, "--launch-count")) == ("per-launch-config", "4")
+    assert argv.index("--launch-count") < argv.index("python3")  # an ncu option, not the target's
+    assert result["max_launches_per_config"] == 4
+    sandbox = ScriptedNcuSandbox(refusals=2)    # the profiled-alone retry keeps the cap
+    result = _counters_of(sandbox, overlap=True, counters_max_launches=16)
+    assert "refused" in result["retried"]
+    assert [_option(a, "--launch-count") for a in sandbox.argvs] == ["16", "16", "16"]
+    sandbox = ScriptedNcuSandbox(refusals=0)
+    result = _counters_of(sandbox, overlap=True, counters_max_launches=None)
+    assert "--launch-count" not in sandbox.argvs[0] and "max_launches_per_config" not in result
 
 
 def test_overlapping_counters_take_the_profiler_lock_in_the_profiled_process():

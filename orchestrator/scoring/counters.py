@@ -2,7 +2,10 @@
 
 SOL (the larger of SM and memory throughput, % of peak), DRAM throughput and
 tensor-pipe use, each averaged over the candidate's kernels weighted by their
-duration. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
+duration. ncu replays every profiled launch many times, so a forward of hundreds of launches
+(a time-stepping loop) held the GPU alone for minutes (fourteenth session: 424 launches, 193 s):
+at most `max_launches` launches of each launch configuration (kernel, grid, block, shared
+memory) are profiled. Every distinct kernel is still seen; a loop's repeats are sampled. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
 memory under 1 % busy is flagged (`counters:idle_speedup`): such a kernel does too
 little work to be computing the answer.
 """
@@ -57,7 +60,9 @@ def parse_raw_csv(text: str) -> list[dict[str, float]]:
     return kernels
 
 
-def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
+def summarize(kernels: list[dict[str, float]], max_launches: int | None = None) -> dict[str, Any]:
+    """`max_launches`: the per-configuration cap ncu ran with (recorded; kernel_time_ms then sums
+    the profiled launches only, not a whole forward)."""
     total = sum(k[DURATION] for k in kernels) or 1.0
 
     def weighted(metric: str) -> float | None:
@@ -74,6 +79,8 @@ def summarize(kernels: list[dict[str, float]]) -> dict[str, Any]:
         out["tensor_pipe_pct"] = max(tensor)
     out["sol_pct"] = max(out.get("sm_throughput_pct", 0.0), out.get("memory_throughput_pct", 0.0))
     out["metrics"] = {"kernel_time_ms": total / 1e6}
+    if max_launches:
+        out["max_launches_per_config"] = max_launches
     return out
 
 
@@ -85,31 +92,36 @@ def profile_job(problem_dir: str, solution: str, gpu_lock: str | None = None,
             "profiler_lock": profiler_lock}
 
 
-def profile_argv(ncu: str, python: str, extra_metrics: tuple[str, ...] = TENSOR) -> list[str]:
-    """ncu around runner/profile_target.py: raw CSV of the metrics, the profiled range only."""
+def profile_argv(ncu: str, python: str, extra_metrics: tuple[str, ...] = TENSOR,
+                 max_launches: int | None = None) -> list[str]:
+    """ncu around runner/profile_target.py: raw CSV of the metrics, the profiled range only, at most
+    `max_launches` launches of each launch configuration (None: every launch)."""
     metrics = ",".join([*METRICS.values(), DURATION, *extra_metrics])
-    return [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none",
+    cap = ["--filter-mode", "per-launch-config", "--launch-count", str(max_launches)] if max_launches else []
+    return [ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--clock-control", "none", *cap,
             "--target-processes", "all", "--metrics", metrics, python, "-m", "orchestrator.runner.profile_target"]
 
 
 def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float = 300,
-            gpu_lock: str | None = None, profiler_lock: bool = False) -> dict[str, Any]:
+            gpu_lock: str | None = None, profiler_lock: bool = False,
+            max_launches: int | None = None) -> dict[str, Any]:
     """`gpu_lock`: the host's GPU lock files, for the profiled process to take itself (None: the
     caller holds the GPUs); `profiler_lock`: the profiled process takes the host's profiler lock
-    itself, around its profiled range (otherwise the caller holds it for the whole ncu run)."""
+    itself, around its profiled range (otherwise the caller holds it for the whole ncu run);
+    `max_launches`: profile_argv's cap."""
     ncu = find_ncu() if sandbox.name == "local" else "ncu"
     if ncu is None:
         return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
     job = json.dumps(profile_job(problem_dir, solution, gpu_lock, profiler_lock)).encode()
     text = ""
     for extra in (TENSOR, ()):
-        result = sandbox.exec(profile_argv(ncu, sandbox.python, extra), timeout_s=timeout_s, stdin=job)
+        result = sandbox.exec(profile_argv(ncu, sandbox.python, extra, max_launches), timeout_s=timeout_s, stdin=job)
         text = result.stdout + result.stderr
         if "ERR_NVGPUCTRPERM" in text:
             return {"status": "skipped", "reason": "the host restricts GPU performance counters (ERR_NVGPUCTRPERM)"}
         kernels = parse_raw_csv(result.stdout)
         if kernels:
-            return summarize(kernels)
+            return summarize(kernels, max_launches)
     return {"status": "error", "reason": text[-1500:]}
 
 

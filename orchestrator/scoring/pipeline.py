@@ -147,10 +147,12 @@ def _counters(sandbox: Sandbox, job: dict[str, Any], settings: Any) -> dict[str,
     lock_files = job["gpu_lock"]
     in_target = bool(lock_files) and settings.counters_overlap
     with measuring(sandbox, profiler=not in_target, lock_files=not lock_files):
-        result = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=lock_files, profiler_lock=in_target)
+        result = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=lock_files, profiler_lock=in_target,
+                            max_launches=settings.counters_max_launches)
     if in_target and hw.refused_session(result):
         with measuring(sandbox, profiler=True, lock_files=False):
-            result = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=lock_files)
+            result = hw.collect(sandbox, job["problem_dir"], job["solution"], gpu_lock=lock_files,
+                                max_launches=settings.counters_max_launches)
             result["retried"] = "the driver refused a second profiling session: profiled alone"
     return result
 
