@@ -33,7 +33,7 @@ if [ "${PASS_DETACH:-1}" = 1 ]; then
     if [ ! -f "$PASS_DIR/detached.started" ]; then
         # A copy of the repository: the next call's working tree replaces this one's carried paths.
         rm -rf "$PASS_DIR/repo"; mkdir -p "$PASS_DIR/repo"
-        tar --exclude=./.cache --exclude=./.venv -cf - . | tar -C "$PASS_DIR/repo" -xf -
+        tar --exclude=./.cache --exclude=./.venv --exclude=./.carry --exclude=./.git -cf - . | tar -C "$PASS_DIR/repo" -xf -
         date +%s.%N > "$PASS_DIR/detached.started"
         export PASS_DIR COMMIT
         setsid nohup bash -c '
@@ -42,12 +42,21 @@ if [ "${PASS_DETACH:-1}" = 1 ]; then
             while sleep 2; do echo "$(date +%s) $(cut -d" " -f1-4 /proc/loadavg)"; done > "$PASS_DIR/load_samples.txt" &
             load_sampler=$!
             OUT="$PASS_DIR/detached-out" PASS_DETACH=0 PASS_S=${PASS_S:-1700} bash "$PASS_DIR/repo/scripts/gpu/popcorn2_pass.sh"
-            date +%s.%N > "$PASS_DIR/detached.done"
-            kill $gpu_sampler $load_sampler 2>/dev/null' > "$PASS_DIR/detached.log" 2>&1 < /dev/null &
+            kill $gpu_sampler $load_sampler 2>/dev/null
+            date +%s.%N > "$PASS_DIR/detached.done"' > "$PASS_DIR/detached.log" 2>&1 < /dev/null &
+        echo $! > "$PASS_DIR/detached.pid"
         echo "started the detached pass in $PASS_DIR"
     fi
     end=$(( $(date +%s) + ${WAIT_S:-540} ))
-    until [ -f "$PASS_DIR/detached.done" ] || [ "$(date +%s)" -ge $end ]; do sleep 5; done
+    until [ -f "$PASS_DIR/detached.done" ] || [ "$(date +%s)" -ge $end ]; do
+        if ! kill -0 "$(cat "$PASS_DIR/detached.pid")" 2>/dev/null && [ ! -f "$PASS_DIR/detached.done" ]; then
+            # a fresh machine, or something stopped it: say so, rather than wait for it every call
+            echo "popcorn2_pass.sh: the detached pass in $PASS_DIR is gone without finishing" \
+                 "(remove $PASS_DIR/detached.started to start it again: it resumes the run)" >&2
+            exit 1
+        fi
+        sleep 1
+    done
     cat "$PASS_DIR/load_samples.txt" "$PASS_DIR/gpu_samples.csv" > "$OUT/host_samples.txt" 2>/dev/null
     cp -f "$PASS_DIR/detached-out/pass.log" "$OUT/" 2>/dev/null
     if [ -f "$PASS_DIR/detached.done" ]; then
@@ -66,7 +75,8 @@ resume=(); [ -d "$POPCORN_RESULTS_DIR/popcorn2-pass" ] && resume=(--resume)  # l
 # docs/verification-data/*-pass*.jsonl (pass_summary.py --rows), as records of a run of their own.
 if [ ${#resume[@]} = 0 ] && [ "${PASS_ORDER_FROM_EARLIER:-1}" = 1 ]; then
     mkdir -p "$POPCORN_RESULTS_DIR/earlier-passes"
-    python3 - "$POPCORN_RESULTS_DIR/earlier-passes/episodes.jsonl" docs/verification-data/*-pass*.jsonl <<'PY'
+    shopt -s nullglob; earlier=(docs/verification-data/*-pass*.jsonl); shopt -u nullglob
+    python3 - "$POPCORN_RESULTS_DIR/earlier-passes/episodes.jsonl" "${earlier[@]}" <<'PY'
 import json, sys
 rows = [json.loads(line) for path in sys.argv[2:] for line in open(path) if line.strip()]
 with open(sys.argv[1], "w") as out:
