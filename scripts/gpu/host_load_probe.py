@@ -5,16 +5,17 @@ while references made of a few long kernels did not move: the GPU was the timing
 host was not.
 
 This times two launch-heavy references (CUDA events around back-to-back calls, the median of
-several regions) with the host quiet and under synthetic host load, and under two remedies:
-  quiet        nothing else running
-  spin-N       N processes in a pure-Python loop (the CPU busy, little memory traffic)
-  mem-N        N processes copying 64 MiB arrays (memory bandwidth and caches busy)
-  mem-N-pinned the same, the timed process alone on CPU 0 and the load on the other CPUs
-  spin-2N      twice as many spinners as CPUs (the run queue oversubscribed)
-  spin-2N-nice the same, the load at nice 19
-  quiet-again  nothing again (drift over the probe)
+several regions) with the host quiet and under synthetic host load, and under two remedies, each condition in a fresh process (the fourteenth session's probe ran
+them in one, and the timed process read 42 % slower quiet at the end than at the start, after
+the pinned condition; likely, threads started while only its main thread was pinned kept CPU 0):
+  quiet        nothing else running (before, between and after the loaded conditions)
+  spin         N-4 processes in a pure-Python loop (the CPU busy, little memory traffic)
+  mem          N-4 processes copying 64 MiB arrays (memory bandwidth and caches busy)
+  mem-pinned   the same, the timed process (all its threads) on CPU 0 and the load on the others
+  spin-2x      twice as many spinners as CPUs (the run queue oversubscribed)
+  spin-2x-nice the same, the load at nice 19
 Each row also gives the mean `cpu MHz` of /proc/cpuinfo while it ran (frequency scaling).
-About a minute on 16 CPUs.
+About two minutes on 16 CPUs.
 
     source scripts/gpu/env.sh && OUT=... python3 scripts/gpu/host_load_probe.py [PROBLEM_ID ...]
 
@@ -28,6 +29,7 @@ import multiprocessing as mp
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,7 +96,24 @@ def time_reference(model, inputs, device: str, regions: int = 7, calls: int = 3)
     return statistics.median(per_call)
 
 
-def main(argv: list[str]) -> int:
+CONDITIONS = ("quiet", "spin", "quiet", "mem", "mem-pinned", "quiet", "spin-2x", "spin-2x-nice", "quiet")
+
+
+def load_for(condition: str, n: int) -> tuple:
+    """(target, processes, their CPUs, their nice, the timed process's CPUs) of a condition."""
+    k, others = max(1, n - 4), list(range(1, n))  # k: busy CPUs, some left idle
+    return {"quiet": (None, 0, None, 0, None), "spin": (spin, k, None, 0, None), "mem": (copy_arrays, k, None, 0, None),
+            "mem-pinned": (copy_arrays, k, others, 0, [0]), "spin-2x": (spin, 2 * n, None, 0, None),
+            "spin-2x-nice": (spin, 2 * n, None, 19, None)}[condition]
+
+
+def measure(condition: str, problems: list[str]) -> int:
+    """One condition in this (fresh) process: its affinity is set before CUDA starts any thread,
+    so every thread of the timed process has it, and nothing of it outlives the condition."""
+    n = os.cpu_count() or 2
+    target, count, load_cpus, nice, timed_cpus = load_for(condition, n)
+    if timed_cpus:
+        os.sched_setaffinity(0, timed_cpus)
     import torch
 
     from orchestrator.runner.problem import load_problem
@@ -103,16 +122,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))  # `timeout`: stop the load on the way out
     device = os.environ.get("DEVICE", "cuda")
     out = Path(os.environ.get("OUT", "/tmp/out"))
-    out.mkdir(parents=True, exist_ok=True)
-    n = os.cpu_count() or 2
-    others, k = list(range(1, n)), max(1, n - 4)  # k: busy CPUs, some left idle
-    conditions = [("quiet", None, 0, None, 0), (f"spin-{k}", spin, k, None, 0),
-                  (f"mem-{k}", copy_arrays, k, None, 0), (f"mem-{k}-pinned", copy_arrays, k, others, 0),
-                  (f"spin-{2 * n}", spin, 2 * n, None, 0), (f"spin-{2 * n}-nice", spin, 2 * n, None, 19),
-                  ("quiet-again", None, 0, None, 0)]
     refs = []
     with torch.no_grad():
-        for pid in argv or PROBLEMS:
+        for pid in problems:
             problem = load_problem(REPO / "problems" / pid)
             shape = default_shape(problem.manifest["shapes"], device)
             model, inputs = problem.model(shape, device), problem.inputs(shape, 7, device)
@@ -121,27 +133,37 @@ def main(argv: list[str]) -> int:
             if device == "cuda":
                 torch.cuda.synchronize()
             refs.append((pid, model, inputs))
-        ctx = mp.get_context("fork")
-        for name, target, count, cpus, nice in conditions:
-            load = [ctx.Process(target=target, args=(cpus, nice), daemon=True) for _ in range(count if target else 0)]
+        load = [mp.get_context("fork").Process(target=target, args=(load_cpus, nice), daemon=True)
+                for _ in range(count if target else 0)]
+        for p in load:
+            p.start()
+        try:
+            time.sleep(1.0 if load else 0.0)  # let the load settle
+            mhz = cpu_mhz()
+            for pid, model, inputs in refs:
+                ms = time_reference(model, inputs, device)
+                row = {"condition": condition, "problem": pid, "median_ms": round(ms, 3), "cpu_mhz": mhz,
+                       "load_processes": len(load), "cpus": n, "timed_cpus": timed_cpus}
+                with open(out / "host_load.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"{condition:14s} {pid:40s} {ms:8.2f} ms  {mhz} MHz", flush=True)
+        finally:
             for p in load:
-                p.start()
-            try:
-                os.sched_setaffinity(0, [0] if cpus else range(n))
-                time.sleep(1.0 if load else 0.0)  # let the load settle (and clocks follow it)
-                mhz = cpu_mhz()
-                for pid, model, inputs in refs:
-                    ms = time_reference(model, inputs, device)
-                    row = {"condition": name, "problem": pid, "median_ms": round(ms, 3), "cpu_mhz": mhz,
-                           "load_processes": len(load), "cpus": n}
-                    with open(out / "host_load.jsonl", "a") as f:
-                        f.write(json.dumps(row) + "\n")
-                    print(f"{name:16s} {pid:40s} {ms:8.2f} ms  {mhz} MHz", flush=True)
-            finally:
-                for p in load:
-                    p.kill()
-                for p in load:
-                    p.join()
+                p.kill()
+            for p in load:
+                p.join()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Each condition in a process of its own, quiet ones between the loaded ones (drift shows)."""
+    if argv[:1] == ["--condition"]:
+        return measure(argv[1], argv[2:] or PROBLEMS)
+    Path(os.environ.get("OUT", "/tmp/out")).mkdir(parents=True, exist_ok=True)
+    for condition in CONDITIONS:
+        done = subprocess.run([sys.executable, __file__, "--condition", condition, *argv])
+        if done.returncode:
+            return done.returncode
     return 0
 
 
