@@ -83,6 +83,26 @@ def test_ncu_samples_a_loops_repeats_per_launch_configuration():
     assert "--launch-count" not in sandbox.argvs[0] and "max_launches_per_config" not in result
 
 
+class OldNcuSandbox(ScriptedNcuSandbox):
+    """An ncu that knows no launch filters: it refuses the options, as ncu refuses any unknown one."""
+
+    def exec(self, argv, *, timeout_s, stdin=None, env=None, cwd=None):
+        from orchestrator.sandbox.base import ExecResult
+
+        if "--filter-mode" in argv:
+            self.argvs.append(list(argv))
+            return ExecResult(1, "", "==ERROR== unrecognised option '--filter-mode'\n", 0.1)
+        return super().exec(argv, timeout_s=timeout_s, stdin=stdin, env=env, cwd=cwd)
+
+
+def test_an_ncu_without_launch_filters_profiles_every_launch_and_says_so():
+    sandbox = OldNcuSandbox(refusals=0)
+    result = _counters_of(sandbox, overlap=True)
+    assert result["status"] == "passed" and "refused" in result["launch_cap"]
+    assert "max_launches_per_config" not in result
+    assert ["--filter-mode" in a for a in sandbox.argvs] == [True, True, False]
+
+
 def test_overlapping_counters_take_the_profiler_lock_in_the_profiled_process():
     sandbox = ScriptedNcuSandbox(refusals=0)
     result = _counters_of(sandbox, overlap=True)

@@ -114,14 +114,21 @@ def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float 
         return {"status": "skipped", "reason": "Nsight Compute (ncu) is not installed"}
     job = json.dumps(profile_job(problem_dir, solution, gpu_lock, profiler_lock)).encode()
     text = ""
-    for extra in (TENSOR, ()):
-        result = sandbox.exec(profile_argv(ncu, sandbox.python, extra, max_launches), timeout_s=timeout_s, stdin=job)
+    attempts = [(TENSOR, max_launches), ((), max_launches)]
+    while attempts:
+        extra, cap = attempts.pop(0)
+        result = sandbox.exec(profile_argv(ncu, sandbox.python, extra, cap), timeout_s=timeout_s, stdin=job)
         text = result.stdout + result.stderr
         if "ERR_NVGPUCTRPERM" in text:
             return {"status": "skipped", "reason": "the host restricts GPU performance counters (ERR_NVGPUCTRPERM)"}
         kernels = parse_raw_csv(result.stdout)
         if kernels:
-            return summarize(kernels, max_launches)
+            out = summarize(kernels, cap)
+            if cap != max_launches:
+                out["launch_cap"] = "refused by this ncu: every launch profiled"
+            return out
+        if cap and not attempts and any(option in text for option in ("filter-mode", "launch-count")):
+            attempts.append(((), None))  # an ncu without the filter options: profile every launch
     return {"status": "error", "reason": text[-1500:]}
 
 
