@@ -50,7 +50,9 @@ class ScriptedNcuSandbox:
         if self.refusals:
             self.refusals -= 1
             return ExecResult(1, "==ERROR== Failed to profile kernel: a driver resource was unavailable\n", "", 1.0)
-        return ExecResult(0, RAW, "", 1.0)
+        from orchestrator.runner.profile_target import PROFILED_LINE
+
+        return ExecResult(0, RAW, "[judge 01:02:03] " + PROFILED_LINE.format(seconds=2.5, waited=0.75) + "\n", 1.0)
 
 
 def _counters_of(sandbox, overlap: bool, gpu_lock: str | None = "/tmp/popcorn-gpu0.lock", **settings):
@@ -74,6 +76,7 @@ def test_ncu_samples_a_loops_repeats_per_launch_configuration():
     assert (_option(argv, "--filter-mode"), _option(argv, "--launch-count")) == ("per-launch-config", "4")
     assert argv.index("--launch-count") < argv.index("python3")  # an ncu option, not the target's
     assert result["max_launches_per_config"] == 4
+    assert (result["profiled_s"], result["profiled_lock_wait_s"]) == (2.5, 0.75)  # the GPU held alone, and the wait
     sandbox = ScriptedNcuSandbox(refusals=2)    # the profiled-alone retry keeps the cap
     result = _counters_of(sandbox, overlap=True, counters_max_launches=16)
     assert "refused" in result["retried"]

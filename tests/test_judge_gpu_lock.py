@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.config import REPO_ROOT
 from orchestrator.runner.judge import gpu_lock, parse_verdict, profiler_lock
+from orchestrator.scoring.counters import profiled_range
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
 HONEST = REPO_ROOT / "tests" / "hacks" / "honest_torch.py"
@@ -122,6 +123,8 @@ def test_the_counters_process_given_the_profiler_lock_queues_only_its_profiled_r
         assert proc.poll() is None and "] profiled" not in stderr.read_text(), stderr.read_text()[-2000:]
     assert proc.wait(timeout=120) == 0, stderr.read_text()[-2000:]
     assert "] profiled" in stderr.read_text()
+    held = profiled_range(stderr.read_text())              # what scoring's counters record of it
+    assert held["profiled_lock_wait_s"] >= 2.5 and 0 < held["profiled_s"] < held["profiled_lock_wait_s"]
 
 
 def _oom_once(tmp_path: Path, times: int) -> Path:

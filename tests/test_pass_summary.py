@@ -59,3 +59,27 @@ def test_rows_give_each_episodes_stages_waits_and_speedup(tmp_path):
     assert row["stage_lock_wait_s"] == {"load": 0.0, "stress": 1.0, "timing": 8.0}
     assert row["trial_wall_s"] == 5.0 and row["retried_alone"] == 1 and row["counters"] == "passed"
     assert (row["reference_ms"], row["candidate_ms"], row["speedup"], row["speedup_ci95"]) == (3.0, 2.0, 1.5, [1.4, 1.6])
+
+
+def test_the_gpus_samples_and_ncus_exclusive_ranges_are_summarized(tmp_path):
+    """How busy the GPU really was (nvidia-smi's samples; an unparsable line is skipped), and how
+    long ncu's profiled ranges held it alone."""
+    run = tmp_path / "run"
+    run.mkdir()
+    episodes = [_episode(30, 12, 8, [[0, 40]]), _episode(20, 10, 5, [[10, 45]])]
+    episodes[0]["verdict"]["stages"]["counters"] = {"status": "passed", "profiled_s": 7.5}
+    episodes[1]["verdict"]["stages"]["counters"] = {"status": "passed", "profiled_s": 2.0}
+    (run / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    (tmp_path / "segments.txt").write_text("50\n")
+    samples = tmp_path / "gpu.csv"
+    samples.write_text("2026/12/02 00:53:25.116, 0 %, 0 MiB\n2026/12/02 00:53:27.119, 60 %, 900 MiB\n"
+                       "nvidia-smi: command not found\n2026/12/02 00:53:29.119, 30 %, 1200 MiB\n")
+    out = subprocess.run([sys.executable, str(SCRIPT), str(run), str(tmp_path / "segments.txt"), "--gpu-samples",
+                          str(samples), "--rows", str(tmp_path / "rows.jsonl")],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "ncu profiled ranges, each alone on its GPU: 10 s over 2 episodes (longest 8 s)" in lines
+    assert lines[-1] == "GPU samples (3): 30 % busy on average, at 0 % in 33 % of them; memory peak 1,200 MiB"
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [r["ncu_profiled_s"] for r in rows] == [7.5, 2.0]

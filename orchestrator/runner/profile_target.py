@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 
 import torch
 
 from orchestrator.runner.judge import gpu_lock, profiler_lock, progress
 from orchestrator.runner.problem import import_file, load_problem, to_device
 from orchestrator.runner.shapes import default_shape
+
+PROFILED_LINE = "profiled range {seconds:.3f} s, after {waited:.3f} s waiting for the GPU and profiler locks"
 
 
 def main() -> int:
@@ -38,7 +41,9 @@ def main() -> int:
                 model(*inputs)
             if cuda:
                 torch.cuda.synchronize()
+        t0 = time.perf_counter()
         with gpu_lock(lock), (profiler_lock() if job.get("profiler_lock") else contextlib.nullcontext()):
+            t1 = time.perf_counter()
             progress("profiled")
             if cuda:
                 torch.cuda.cudart().cudaProfilerStart()
@@ -47,6 +52,8 @@ def main() -> int:
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.cudart().cudaProfilerStop()
+            # how long the GPU was this range's alone (ncu's replays included): scoring records it
+            progress(PROFILED_LINE.format(seconds=time.perf_counter() - t1, waited=t1 - t0))
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 from typing import Any
 
@@ -58,6 +59,16 @@ def parse_raw_csv(text: str) -> list[dict[str, float]]:
         if DURATION in values:
             kernels.append(values)
     return kernels
+
+
+_PROFILED = re.compile(r"profiled range ([0-9.]+) s, after ([0-9.]+) s waiting")
+
+
+def profiled_range(text: str) -> dict[str, float]:
+    """The profiled range's wall time (the GPU held alone, ncu's replays included) and the wait
+    for it, as runner/profile_target.py prints them; {} when it did not say."""
+    found = _PROFILED.findall(text)
+    return {"profiled_s": float(found[-1][0]), "profiled_lock_wait_s": float(found[-1][1])} if found else {}
 
 
 def summarize(kernels: list[dict[str, float]], max_launches: int | None = None) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def collect(sandbox: Sandbox, problem_dir: str, solution: str, timeout_s: float 
             return {"status": "skipped", "reason": "the host restricts GPU performance counters (ERR_NVGPUCTRPERM)"}
         kernels = parse_raw_csv(result.stdout)
         if kernels:
-            out = summarize(kernels, cap)
+            out = {**summarize(kernels, cap), **profiled_range(text)}
             if cap != max_launches:
                 out["launch_cap"] = "refused by this ncu: every launch profiled"
             return out

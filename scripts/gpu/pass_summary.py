@@ -51,9 +51,28 @@ def episode_row(e: dict, label: str, commit: str) -> dict:
             "trial_wall_s": round(sum(t.get("wall_s", 0) for t in trials), 2),
             "retried_alone": sum(1 for t in trials if t.get("retried_alone")),
             "counters": (stages.get("counters") or {}).get("status"),
+            "ncu_profiled_s": (stages.get("counters") or {}).get("profiled_s"),
             "reference_ms": (timing.get("reference") or {}).get("median_ms"),
             "candidate_ms": (timing.get("candidate") or {}).get("median_ms"),
             "speedup": verdict.get("speedup"), "speedup_ci95": timing.get("speedup_ci95")}
+
+
+def gpu_busy(samples: str) -> str:
+    """One line on nvidia-smi's samples: how busy the GPUs were (mean utilization, the share of
+    samples at 0 %) and their peak memory. Lines that do not parse (a missing nvidia-smi) are skipped."""
+    busy, memory = [], []
+    for line in samples.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            busy.append(float(fields[1].removesuffix("%").strip()))
+            memory.append(float(fields[2].removesuffix("MiB").strip()))
+        except (IndexError, ValueError):
+            continue
+    if not busy:
+        return "GPU samples: none parsed"
+    idle = 100 * sum(1 for b in busy if b == 0) / len(busy)
+    return (f"GPU samples ({len(busy)}): {sum(busy) / len(busy):.0f} % busy on average, at 0 % in {idle:.0f} % of "
+            f"them; memory peak {max(memory):,.0f} MiB")
 
 
 def main() -> int:
@@ -64,6 +83,8 @@ def main() -> int:
     parser.add_argument("--rows", type=Path, help="also write one JSON row per episode here")
     parser.add_argument("--label", default="", help="--rows: what the rows' `segment` field says (the call, the setting)")
     parser.add_argument("--commit", default="", help="--rows: the commit the pass ran at")
+    parser.add_argument("--gpu-samples", type=Path, help="nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used "
+                        "--format=csv,noheader lines taken during the pass (popcorn2_pass.sh's gpu_samples.csv)")
     args = parser.parse_args()
     episodes = [json.loads(line) for line in (args.run_dir / "episodes.jsonl").read_text().splitlines() if line.strip()] \
         if (args.run_dir / "episodes.jsonl").is_file() else []
@@ -90,6 +111,13 @@ def main() -> int:
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
               f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing'] - waits['timing']:.0f} s"
               + (f" (and {waits['timing']:.0f} s waiting for the GPU)" if "timing" in waits else " (waits included)"))
+    profiled = [c["profiled_s"] for e in episodes
+                if isinstance(c := ((e.get("verdict") or {}).get("stages") or {}).get("counters"), dict) and "profiled_s" in c]
+    if profiled:
+        print(f"ncu profiled ranges, each alone on its GPU: {sum(profiled):.0f} s over {len(profiled)} episodes "
+              f"(longest {max(profiled):.0f} s)")
+    if args.gpu_samples and args.gpu_samples.is_file():
+        print(gpu_busy(args.gpu_samples.read_text()))
     if args.rows:
         args.rows.write_text("".join(json.dumps(episode_row(e, args.label, args.commit)) + "\n" for e in episodes))
     return 0

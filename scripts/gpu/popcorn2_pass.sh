@@ -25,7 +25,7 @@ COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 
 summarize() {  # summarize SEGMENTS_FILE: the pass so far, into $OUT
     python3 scripts/gpu/pass_summary.py "$PASS_DIR/popcorn2-pass" "$1" --rows "$OUT/pass_rows.jsonl" \
-        --label "${PASS_LABEL:-}" --commit "$COMMIT" | tee "$OUT/popcorn2_pass.txt"
+        --label "${PASS_LABEL:-}" --commit "$COMMIT" --gpu-samples "$PASS_DIR/gpu_samples.csv" | tee "$OUT/popcorn2_pass.txt"
     tar -C "$PASS_DIR" --exclude=./repo -czf "$OUT/pass_run.tar.gz" .  # whichever call is the last
 }
 
