@@ -2,12 +2,14 @@
 
 SOL (the larger of SM and memory throughput, % of peak), DRAM throughput and
 tensor-pipe use, each averaged over the candidate's kernels weighted by their
-duration. ncu replays every profiled launch many times, so a forward of hundreds of launches
-(a time-stepping loop) held the GPU alone for minutes (fourteenth session: 424 launches, 193 s):
-at most `max_launches` launches of each launch configuration (kernel, grid, block, shared
-memory) are profiled. Every distinct kernel is still seen; a loop's repeats are sampled. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
+duration. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
 memory under 1 % busy is flagged (`counters:idle_speedup`): such a kernel does too
 little work to be computing the answer.
+
+ncu replays every profiled launch many times, so a forward of hundreds of launches (a
+time-stepping loop) held the GPU alone for minutes (fourteenth session: 424 launches, 193 s):
+at most `max_launches` launches of each launch configuration (kernel, grid, block, shared
+memory) are profiled. Every distinct kernel is still seen; a loop's repeats are sampled.
 """
 from __future__ import annotations
 

@@ -5,9 +5,10 @@ while references made of a few long kernels did not move: the GPU was the timing
 host was not.
 
 This times two launch-heavy references (CUDA events around back-to-back calls, the median of
-several regions) with the host quiet and under synthetic host load, and under two remedies, each condition in a fresh process (the fourteenth session's probe ran
-them in one, and the timed process read 42 % slower quiet at the end than at the start, after
-the pinned condition; likely, threads started while only its main thread was pinned kept CPU 0):
+several regions) with the host quiet and under synthetic host load, and under two remedies.
+Each condition runs in a fresh process: the fourteenth session's probe ran them in one, and the
+timed process read 42 % slower quiet at the end than at the start, after the pinned condition
+(likely, threads started while only its main thread was pinned kept CPU 0).
   quiet        nothing else running (before, between and after the loaded conditions)
   spin         N-4 processes in a pure-Python loop (the CPU busy, little memory traffic)
   mem          N-4 processes copying 64 MiB arrays (memory bandwidth and caches busy)

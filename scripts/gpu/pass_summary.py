@@ -111,15 +111,15 @@ def main() -> int:
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
               f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing'] - waits['timing']:.0f} s"
               + (f" (and {waits['timing']:.0f} s waiting for the GPU)" if "timing" in waits else " (waits included)"))
-    profiled = [c["profiled_s"] for e in episodes
-                if isinstance(c := ((e.get("verdict") or {}).get("stages") or {}).get("counters"), dict) and "profiled_s" in c]
+    rows = [episode_row(e, args.label, args.commit) for e in episodes]
+    profiled = [r["ncu_profiled_s"] for r in rows if r["ncu_profiled_s"] is not None]
     if profiled:
         print(f"ncu profiled ranges, each alone on its GPU: {sum(profiled):.0f} s over {len(profiled)} episodes "
               f"(longest {max(profiled):.0f} s)")
     if args.gpu_samples and args.gpu_samples.is_file():
         print(gpu_busy(args.gpu_samples.read_text()))
     if args.rows:
-        args.rows.write_text("".join(json.dumps(episode_row(e, args.label, args.commit)) + "\n" for e in episodes))
+        args.rows.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return 0
 
 
