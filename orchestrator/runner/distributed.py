@@ -313,16 +313,21 @@ class DistributedJudge(Judge):
     def lock_waited(self, seconds: float) -> None:
         progress(f"waited {seconds:.0f} s for the GPU lock")
 
-    def _timing(self, cand: Any) -> None:
+    def _timing_setup(self, cand: Any) -> dict[str, Any]:
+        """Both sides built at the disclosed shape and every rank's input sets (Judge.timing
+        makes them under the shared hold)."""
+        self._build(cand, self.disclosed)
+        self._ref_build(self.disclosed)
+        n_sets = int(self.job.get("timing", {}).get("input_sets", 4))
+        return {"sets": [self.rank_inputs(self.disclosed, self._seed()) for _ in range(n_sets)]}
+
+    def _timing(self, cand: Any, setup: dict[str, Any]) -> None:
         shape, cpu = self.disclosed, self.device == "cpu"
-        progress("timing")
-        self._build(cand, shape)
-        self._ref_build(shape)
         t = self.job.get("timing", {})
         iters = int(t.get("iters_cpu" if cpu else "iters", 5 if cpu else 50))
-        warmup, n_sets = int(t.get("warmup", 3)), int(t.get("input_sets", 4))
+        warmup = int(t.get("warmup", 3))
         hold = int(t.get("hold_bytes", (1 << 30) if cpu else (4 << 30)))
-        sets = [self.rank_inputs(shape, self._seed()) for _ in range(n_sets)]
+        sets = setup["sets"]
         self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events",
                                  "l2_flush": not cpu, "world_size": self.world_size,
                                  "rule": "max over ranks of the per-rank median; every iteration closed by a "
