@@ -89,6 +89,11 @@ def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, ma
         except ShapeTimeout:
             rows.append({"problem": manifest["id"], "shape": shape, "skipped": f"over {shape_s:.0f} s"})
             continue
+        except (MemoryError, RuntimeError) as exc:  # out of this host's memory (or a ulimit under it)
+            if not isinstance(exc, MemoryError) and "alloc" not in str(exc).lower():
+                raise
+            rows.append({"problem": manifest["id"], "shape": shape, "skipped": "out of host memory"})
+            continue
         finally:
             signal.alarm(0)
         cast = tuple(b.to(a.dtype) if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) else b
