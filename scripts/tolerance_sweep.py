@@ -60,6 +60,22 @@ def passes(problem, inputs, out32, ref, tol: dict) -> tuple[bool, str]:
     return result.passed, result.message
 
 
+def judge_shape(problem, shape: dict, tol: dict) -> tuple[bool, bool, str]:
+    """The fp32 reference against the fp64 one at `shape`: (passes the tolerance, passes half of
+    it, the message of the first comparison it fails, else of the half one)."""
+    inputs = problem.inputs(shape, 7, "cpu")
+    init = problem.init_inputs(shape)
+    with torch.no_grad():
+        out32 = problem.module.Model(**init).eval()(*inputs)
+        out64 = problem.module.Model(**cast_floats(init, torch.float64)).eval()(*cast_floats(inputs, torch.float64))
+    cast = tuple(b.to(a.dtype) if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) else b
+                 for a, b in zip(as_tuple(out32), as_tuple(out64)))
+    ref = cast if isinstance(out32, (tuple, list)) else cast[0]
+    full, message = passes(problem, inputs, out32, ref, tol)
+    half, half_message = passes(problem, inputs, out32, ref, scaled(tol, 0.5))
+    return full, half, message if not full else half_message
+
+
 def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, max_bytes: float) -> list[dict]:
     problem = load_problem(problem_dir)
     manifest = problem.manifest
@@ -78,14 +94,13 @@ def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, ma
         if float(evaluate(manifest["bytes"], shape)) > max_bytes:
             rows.append({"problem": manifest["id"], "shape": shape, "skipped": "over --max-bytes"})
             continue
-        signal.alarm(int(shape_s))
         t0 = time.perf_counter()
         try:
-            inputs = problem.inputs(shape, 7, "cpu")
-            init = problem.init_inputs(shape)
-            with torch.no_grad():
-                out32 = problem.module.Model(**init).eval()(*inputs)
-                out64 = problem.module.Model(**cast_floats(init, torch.float64)).eval()(*cast_floats(inputs, torch.float64))
+            try:
+                signal.alarm(int(shape_s))
+                full, half, message = judge_shape(problem, shape, tol)
+            finally:
+                signal.alarm(0)  # the alarm may still fire here: the outer handler takes it
         except ShapeTimeout:
             rows.append({"problem": manifest["id"], "shape": shape, "skipped": f"over {shape_s:.0f} s"})
             continue
@@ -94,15 +109,8 @@ def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, ma
                 raise
             rows.append({"problem": manifest["id"], "shape": shape, "skipped": "out of host memory"})
             continue
-        finally:
-            signal.alarm(0)
-        cast = tuple(b.to(a.dtype) if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) else b
-                     for a, b in zip(as_tuple(out32), as_tuple(out64)))
-        ref = cast if isinstance(out32, (tuple, list)) else cast[0]
-        full, message = passes(problem, inputs, out32, ref, tol)
-        half, half_message = passes(problem, inputs, out32, ref, scaled(tol, 0.5))
         rows.append({"problem": manifest["id"], "shape": shape, "passes": full, "passes_half": half,
-                     "message": message if not full else half_message, "wall_s": round(time.perf_counter() - t0, 2)})
+                     "message": message, "wall_s": round(time.perf_counter() - t0, 2)})
     return rows
 
 
