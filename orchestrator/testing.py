@@ -12,6 +12,7 @@ They run on the CPU at small shapes in CI.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from dataclasses import dataclass
@@ -116,12 +117,17 @@ class ProblemCase:
             worst_rel = max(worst_rel, float(d.norm()) / denom if denom else 0.0)
         return worst_abs, worst_rel
 
-    def check_calibration(self, shape: Shape, seed: int = 0) -> None:
-        """The fp32 reference passes its own tolerance against the fp64 reference."""
+    def fp32_and_fp64(self, shape: Shape, seed: int = 0) -> tuple[tuple[Any, ...], Any, Any]:
+        """Inputs, the fp32 reference output, and the fp64 one cast to fp32's dtypes (to judge the first)."""
         inputs, ref32 = self.run(shape, seed)
         _, ref64 = self.run(shape, seed, dtype=torch.float64)
-        cast = tuple(b.to(a.dtype) for a, b in zip(as_tuple(ref32), as_tuple(ref64)))
-        ref64 = cast if isinstance(ref32, (tuple, list)) else cast[0]
+        cast = tuple(b.to(a.dtype) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else b
+                     for a, b in zip(as_tuple(ref32), as_tuple(ref64)))
+        return inputs, ref32, cast if isinstance(ref32, (tuple, list)) else cast[0]
+
+    def check_calibration(self, shape: Shape, seed: int = 0) -> None:
+        """The fp32 reference passes its own tolerance against the fp64 reference."""
+        inputs, ref32, ref64 = self.fp32_and_fp64(shape, seed)
         result = self.problem.compare(inputs, ref32, ref64)
         assert result.passed, f"fp32 reference fails its tolerance against fp64: {result.message}"
 
@@ -163,3 +169,11 @@ def _like(expected: Any, ref: Any) -> Any:
 
 
 __all__ = ["ProblemCase", "to_device"]
+
+
+def load_script(path: str | Path, name: str) -> Any:
+    """A script under scripts/ imported as a module, for tests of its functions."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -26,9 +26,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.runner.compare import as_tuple  # noqa: E402
-from orchestrator.runner.problem import cast_floats, load_problem  # noqa: E402
+from orchestrator.runner.problem import load_problem  # noqa: E402
 from orchestrator.runner.shapes import evaluate, stress_shapes  # noqa: E402
+from orchestrator.testing import ProblemCase  # noqa: E402
+
 
 class ShapeTimeout(Exception):
     pass
@@ -49,36 +50,18 @@ def scaled(tol: dict, factor: float) -> dict:
     return out
 
 
-def passes(problem, inputs, out32, ref, tol: dict) -> tuple[bool, str]:
-    """The real comparison (the problem's scale and check_output included) under `tol`."""
-    kept = problem.manifest["tolerance"]
-    problem.manifest["tolerance"] = tol
-    try:
-        result = problem.compare(inputs, out32, ref)
-    finally:
-        problem.manifest["tolerance"] = kept
-    return result.passed, result.message
-
-
-def judge_shape(problem, shape: dict, tol: dict) -> tuple[bool, bool, str]:
-    """The fp32 reference against the fp64 one at `shape`: (passes the tolerance, passes half of
-    it, the message of the first comparison it fails, else of the half one)."""
-    inputs = problem.inputs(shape, 7, "cpu")
-    init = problem.init_inputs(shape)
-    with torch.no_grad():
-        out32 = problem.module.Model(**init).eval()(*inputs)
-        out64 = problem.module.Model(**cast_floats(init, torch.float64)).eval()(*cast_floats(inputs, torch.float64))
-    cast = tuple(b.to(a.dtype) if isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) else b
-                 for a, b in zip(as_tuple(out32), as_tuple(out64)))
-    ref = cast if isinstance(out32, (tuple, list)) else cast[0]
-    full, message = passes(problem, inputs, out32, ref, tol)
-    half, half_message = passes(problem, inputs, out32, ref, scaled(tol, 0.5))
-    return full, half, message if not full else half_message
+def judge_shape(case: ProblemCase, shape: dict, tol: dict) -> tuple[bool, bool, str]:
+    """The fp32 reference against the fp64 one at `shape`, with the problem's own comparison:
+    (passes the tolerance, passes half of it, the message of the first it fails, else of the half one)."""
+    inputs, ref32, ref64 = case.fp32_and_fp64(shape, seed=7)
+    full = case.problem.compare(inputs, ref32, ref64, tol)
+    half = case.problem.compare(inputs, ref32, ref64, scaled(tol, 0.5))
+    return full.passed, half.passed, (half if full.passed else full).message
 
 
 def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, max_bytes: float) -> list[dict]:
-    problem = load_problem(problem_dir)
-    manifest = problem.manifest
+    case = ProblemCase(load_problem(problem_dir))
+    manifest = case.manifest
     tol = manifest["tolerance"]
     if tol.get("metric", "allclose") not in ("allclose", "rel_norm"):
         return [{"problem": manifest["id"], "skipped": f"metric {tol.get('metric')}"}]
@@ -98,7 +81,7 @@ def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, ma
         try:
             try:
                 signal.alarm(int(shape_s))
-                full, half, message = judge_shape(problem, shape, tol)
+                full, half, message = judge_shape(case, shape, tol)
             finally:
                 signal.alarm(0)  # the alarm may still fire here: the outer handler takes it
         except ShapeTimeout:

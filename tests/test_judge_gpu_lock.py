@@ -53,7 +53,7 @@ def test_trials_run_beside_another_evaluations_trials_and_timing_waits_for_them(
     with gpu_lock(lock, shared=True):                       # another evaluation's trial, held throughout
         proc, stdout, stderr, nonce = _start_judge(tmp_path, "a", lock)
         _wait_for_line(proc, stderr, "] stage timing")      # loaded, correctness and stress ran meanwhile
-        # and the timing's set-up (input sets, fingerprints, the sets shipped to the candidate)
+        # and the timing's set-up (the candidate built, the input sets, the reference's fingerprints)
         _wait_for_line(proc, stderr, "] timing, the GPU alone")
         time.sleep(1.5)
         assert proc.poll() is None, "the judge timed while another evaluation's trial held the GPU"

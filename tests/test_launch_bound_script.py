@@ -1,5 +1,4 @@
 """scripts/gpu/launch_bound.py: the GPU-busy measure of a reference (its GPU run is in docs/verification.md)."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -7,16 +6,14 @@ import sys
 from pathlib import Path
 
 from orchestrator.runner.shapes import default_shape
+from orchestrator.testing import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu" / "launch_bound.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("launch_bound", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "launch_bound")
 
 
 def test_overlapping_device_intervals_count_once():
@@ -57,9 +54,7 @@ def test_a_problem_may_be_measured_at_several_candidate_shapes():
 def test_reference_ops_counts_kernels_not_views():
     import torch
 
-    spec = importlib.util.spec_from_file_location("reference_ops", REPO / "scripts" / "reference_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(REPO / "scripts" / "reference_ops.py", "reference_ops")
     a = torch.arange(6.0).reshape(2, 3)
     with module.OpCounter() as counter:
         (a.reshape(3, 2).t().unsqueeze(0) * 2).sum()

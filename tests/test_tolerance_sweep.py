@@ -1,23 +1,20 @@
 """scripts/tolerance_sweep.py judges fp32 against fp64 with the problem's own comparison."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 
 from orchestrator.config import REPO_ROOT
+from orchestrator.testing import load_script
 
 SCRIPT = REPO_ROOT / "scripts" / "tolerance_sweep.py"
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l2" / "pagerank_power_iteration"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("tolerance_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "tolerance_sweep")
 
 
 def test_scaled_tolerance_scales_every_bound_and_keeps_the_rest():

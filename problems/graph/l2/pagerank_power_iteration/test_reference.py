@@ -46,7 +46,6 @@ def test_tolerance_calibrated():
     case.check_calibration(shape)
 
 
-
 def scatter_power_iteration(rowptr, col, out_degree, damping, iters):
     """The same iteration in fp32 in another order of operations, as a GPU kernel's would be:
     edges scattered in a shuffled order, the dangling mass summed in reverse."""
@@ -59,7 +58,7 @@ def scatter_power_iteration(rowptr, col, out_degree, damping, iters):
     r = torch.full((n,), 1.0 / n)
     prev = r
     for _ in range(iters):
-        pulled = torch.zeros(n).index_add_(0, dst, (r * inv_out)[col.long()])
+        pulled = torch.zeros(n).index_add_(0, dst, (r * inv_out)[col])
         lost = r[dangling].flip(0).cumsum(0)[-1] if bool(dangling.any()) else torch.tensor(0.0)
         prev, r = r, damping * pulled + (damping * lost / n + (1 - damping) / n)
     return r, (r - prev).abs().flip(0).sum()
