@@ -51,7 +51,7 @@ class Settings(BaseSettings):
                                    "start together and only their profiled ranges queue for the host's profiler "
                                    "lock (the H200's driver allows it: scripts/gpu/ncu_overlap_probe.py; a refused "
                                    "session is run again alone)")
-    counters_max_launches: int | None = Field(4, ge=1, description="GPU: ncu profiles at most this many launches of "
+    counters_max_launches: int | None = Field(1, ge=1, description="GPU: ncu profiles at most this many launches of "
                                               "each launch configuration of the candidate's forward (a loop's "
                                               "repeats are sampled; every distinct kernel is seen; None: all)")
     world_size: int | None = Field(None, ge=2, description="ranks of a collectives problem (default: its manifest's)")

@@ -69,13 +69,13 @@ def _option(argv: list[str], name: str) -> str | None:
 
 def test_ncu_samples_a_loops_repeats_per_launch_configuration():
     """A forward of hundreds of launches held the GPU alone for minutes under ncu: by default
-    each launch configuration is profiled at most 4 times, and the record says so."""
+    each launch configuration is profiled once, and the record says so."""
     sandbox = ScriptedNcuSandbox(refusals=0)
     result = _counters_of(sandbox, overlap=True)
     argv = sandbox.argvs[0]
-    assert (_option(argv, "--filter-mode"), _option(argv, "--launch-count")) == ("per-launch-config", "4")
+    assert (_option(argv, "--filter-mode"), _option(argv, "--launch-count")) == ("per-launch-config", "1")
     assert argv.index("--launch-count") < argv.index("python3")  # an ncu option, not the target's
-    assert result["max_launches_per_config"] == 4
+    assert result["max_launches_per_config"] == 1
     assert (result["profiled_s"], result["profiled_lock_wait_s"]) == (2.5, 0.75)  # the GPU held alone, and the wait
     sandbox = ScriptedNcuSandbox(refusals=2)    # the profiled-alone retry keeps the cap
     result = _counters_of(sandbox, overlap=True, counters_max_launches=16)
