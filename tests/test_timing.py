@@ -104,6 +104,23 @@ def test_both_sides_keep_one_region_size_after_their_first_rounds():
     assert regions.request("candidate") == regions.request("reference") == 29
 
 
+def test_a_side_of_long_calls_is_not_made_to_hold_the_other_sides_count():
+    """A 90 ms reference beside a 0.33 ms candidate: the candidate keeps its 7 calls per
+    region; the reference times one call per region, since 7 of them only held the GPU longer."""
+    regions = timing.RegionSizes(["candidate", "reference"])
+    regions.note("candidate", 7, 0.33)
+    regions.note("reference", 1, 90.0)
+    assert (regions.request("candidate"), regions.request("reference")) == (7, 1)
+    regions = timing.RegionSizes(["candidate", "reference"])
+    regions.note("candidate", 7, 0.33)
+    regions.note("reference", 1, 10.0)  # 4 calls of 10 ms reach REGION_MOST_MS
+    assert regions.request("reference") == int(timing.REGION_MOST_MS // 10.0) == 4
+    regions = timing.RegionSizes(["candidate", "reference"])
+    regions.note("candidate", 12, 0.15)
+    regions.note("reference", 3, 0.9)  # short sides still share the largest count
+    assert regions.request("candidate") == regions.request("reference") == 12
+
+
 def test_a_given_count_is_kept_within_the_hold():
     sets = [(torch.ones(256),)]  # 1 KiB per set
     result = timing.time_calls(lambda x: x + 1, sets, "cpu", iters=3, warmup=0, hold_bytes=1 << 20, calls=7)

@@ -381,14 +381,14 @@ class Judge:
             reply = cand.call({"op": "time", "key": shape_key(shape), **cand_sets(), "iters": n, "warmup": w,
                                "hold_bytes": hold, "max_calls_per_region": most,
                                "calls_per_region": regions.request("candidate")}, self.trial_timeout * 4 + n * 10)
-            regions.note("candidate", reply["timing"]["calls_per_region"])
+            regions.note("candidate", reply["timing"]["calls_per_region"], _median(reply["timing"]["times_ms"]))
             return reply
 
         def time_reference(n: int, w: int) -> dict[str, Any]:
             with torch.no_grad():
                 result = timing.time_calls(ref_model, dev_sets, self.device, n, w, hold, max_calls_per_region=most,
                                            calls=regions.request("reference"))
-            regions.note("reference", result["calls_per_region"])
+            regions.note("reference", result["calls_per_region"], _median(result["times_ms"]))
             return result
 
         # candidate and reference alternate in rounds on a GPU, so clock drift hits both alike

@@ -290,6 +290,7 @@ def _nothing(*_: Any) -> None:
 
 REGION_TARGET_MS = 2.0  # calls per region until a region holds about this much GPU work ...
 MAX_CALLS_PER_REGION = 32  # ... so the region's own cost (about 0.02-0.05 ms) is about 2 % of a call or less
+REGION_MOST_MS = 40.0  # a side's regions hold no more work than this for the other side's sake (RegionSizes)
 FLOOR_ITERS = 5
 SIZING_REGIONS = 3  # single-call regions whose fastest sizes the regions: the first one after warm-up
 # can be slow (a 64-element add took 0.083 ms alone, so its regions held 24 calls, not 32)
@@ -389,19 +390,35 @@ class RegionSizes:
     own regions in its first round; once all have, every later round of every one uses the
     largest of those counts. Sized anew every round, the same 0.028 ms kernel's regions held
     12-32 calls (eighth session, H200), so the region's own cost (floor/calls of a sample)
-    moved by several per cent from round to round and between the two sides."""
+    moved by several per cent from round to round and between the two sides.
+
+    A side whose one call takes REGION_MOST_MS or more (noted with `call_ms`) is held to regions
+    of about that much work, never fewer calls than its own count: a region's own cost is then
+    0.1 % of a call or less, so the larger count bought no accuracy, only time with the GPU held
+    alone (sixteenth session: rigid_body_simulation's 90 ms reference timed 7 calls per region
+    beside its 0.33 ms oracle, 26 s of the 29 s its timing held the GPU; 71 of the pass's 153 s
+    of timed regions were such extra calls)."""
 
     def __init__(self, names: Sequence[str]):
         self.names = list(names)
         self.used: dict[str, list[int]] = {}  # name -> the calls per region of each of its rounds
+        self.call_ms: dict[str, float] = {}   # name -> one call's median time in its first round
 
     def request(self, name: str) -> int:
         """The count `name`'s next round must use; 0: size your own."""
-        return max(used[0] for used in self.used.values()) if all(n in self.used for n in self.names) else 0
+        if not all(n in self.used for n in self.names):
+            return 0
+        largest = max(used[0] for used in self.used.values())
+        call_ms = self.call_ms.get(name)
+        if call_ms:
+            largest = max(self.used[name][0], min(largest, max(1, math.floor(REGION_MOST_MS / call_ms))))
+        return largest
 
-    def note(self, name: str, calls: int) -> None:
-        """The count `name`'s round just used."""
+    def note(self, name: str, calls: int, call_ms: float | None = None) -> None:
+        """The count `name`'s round just used (and the median time of one of its calls)."""
         self.used.setdefault(name, []).append(int(calls))
+        if call_ms and name not in self.call_ms:
+            self.call_ms[name] = float(call_ms)
 
 
 def _timed_region(fn: Callable[..., Any], inputs: Sequence[Any], flush: "L2Flusher | None",
