@@ -64,6 +64,8 @@ def test_trials_run_beside_another_evaluations_trials_and_timing_waits_for_them(
     stages = verdict["stages"]
     assert stages["timing"]["lock_wait_s"] >= 1.4               # the wait for the trial is the timing's
     assert stages["timing"]["lock_wait_s"] <= stages["timing"]["stage_wall_s"]
+    # the set-up's own seconds, its waits not in them: the rest of the stage held the GPU alone
+    assert 0 < stages["timing"]["setup_s"] <= stages["timing"]["stage_wall_s"] - stages["timing"]["lock_wait_s"]
     assert stages["load"]["lock_wait_s"] < 1 and stages["stress"]["lock_wait_s"] < 1  # shared beside a trial
 
 

@@ -9,10 +9,12 @@ from orchestrator.config import REPO_ROOT
 SCRIPT = REPO_ROOT / "scripts" / "gpu" / "pass_summary.py"
 
 
-def _episode(stress: float, timing: float, timing_wait: float, spans: list) -> dict:
+def _episode(stress: float, timing: float, timing_wait: float, spans: list, setup: float | None = None) -> dict:
     stages = {"load": {"status": "passed", "wall_s": 2.0, "lock_wait_s": 0.0},
               "stress": {"status": "passed", "stage_wall_s": stress, "lock_wait_s": 1.0},
               "timing": {"status": "passed", "stage_wall_s": timing, "lock_wait_s": timing_wait}}
+    if setup is not None:
+        stages["timing"]["setup_s"] = setup
     return {"wall_s": 2.0 + stress + timing, "placement": {"gpus": [0], "gpu_spans": spans},
             "verdict": {"status": "passed", "stages": stages}}
 
@@ -34,6 +36,13 @@ def test_waits_for_the_gpu_lock_are_told_apart_from_timing(tmp_path):
     assert stress_row[1:3] == ["50", "2"]
     assert lines[-1] == "GPUs [0] held by some judge 45 s of 1 x 50 s (90.0 %); timing, alone, 9 s " \
                         "(and 13 s waiting for the GPU)"
+    # a judge that makes its timing's inputs under the shared hold says how long: not time alone
+    episodes = [_episode(30, 12, 8, [[0, 40]], setup=1.5), _episode(20, 10, 5, [[10, 45]], setup=0.5)]
+    (run / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(run), str(tmp_path / "segments.txt")],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert out.stdout.splitlines()[-1] == "GPUs [0] held by some judge 45 s of 1 x 50 s (90.0 %); timing, alone, " \
+                                          "7 s (and 13 s waiting for the GPU, 2 s set-up beside other judges' trials)"
 
 
 def test_rows_give_each_episodes_stages_waits_and_speedup(tmp_path):

@@ -48,6 +48,7 @@ def episode_row(e: dict, label: str, commit: str) -> dict:
             "started_at": e.get("started_at"), "finished_at": e.get("finished_at"), "episode_wall_s": e.get("wall_s"),
             "gpu_scoring_s": placement.get("gpu_scoring_s"), "gpu_spans": placement.get("gpu_spans"),
             "stage_wall_s": stage_seconds(verdict), "stage_lock_wait_s": stage_seconds(verdict, "lock_wait_s"),
+            "timing_setup_s": timing.get("setup_s"),
             "trial_wall_s": round(sum(t.get("wall_s", 0) for t in trials), 2),
             "retried_alone": sum(1 for t in trials if t.get("retried_alone")),
             "counters": (stages.get("counters") or {}).get("status"),
@@ -92,9 +93,11 @@ def main() -> int:
     status = Counter((e.get("verdict") or {}).get("status", e.get("status")) for e in episodes)
     totals: Counter = Counter()
     waits: Counter = Counter()  # judges from 2026-12-01 on say how much of a stage waited for the GPU lock
+    setups: Counter = Counter()  # judges from the sixteenth session on make a timing's inputs under the shared hold
     for e in episodes:
         totals.update(stage_seconds(e.get("verdict")))
         waits.update(stage_seconds(e.get("verdict"), "lock_wait_s"))
+        setups.update(stage_seconds(e.get("verdict"), "setup_s"))
     episode_s = sum(float(e.get("wall_s") or 0) for e in episodes)
     print(f"episodes {len(episodes)} of {args.track_size} ({dict(status)}); segments {len(segments)}: "
           f"{' + '.join(f'{s:.0f}' for s in segments)} = {sum(segments):.0f} s wall"
@@ -109,8 +112,10 @@ def main() -> int:
     if gpus and segments:
         held = sum(held_seconds(episodes, g) for g in gpus)
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
-              f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, {totals['timing'] - waits['timing']:.0f} s"
-              + (f" (and {waits['timing']:.0f} s waiting for the GPU)" if "timing" in waits else " (waits included)"))
+              f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, "
+              f"{totals['timing'] - waits['timing'] - setups['timing']:.0f} s"
+              + (f" (and {waits['timing']:.0f} s waiting for the GPU" if "timing" in waits else " (waits included")
+              + (f", {setups['timing']:.0f} s set-up beside other judges' trials)" if setups else ")"))
     rows = [episode_row(e, args.label, args.commit) for e in episodes]
     profiled = [r["ncu_profiled_s"] for r in rows if r["ncu_profiled_s"] is not None]
     if profiled:
