@@ -76,7 +76,7 @@ def test_the_gpus_samples_and_ncus_exclusive_ranges_are_summarized(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     episodes = [_episode(30, 12, 8, [[0, 40]]), _episode(20, 10, 5, [[10, 45]])]
-    episodes[0]["verdict"]["stages"]["counters"] = {"status": "passed", "profiled_s": 7.5}
+    episodes[0]["verdict"]["stages"]["counters"] = {"status": "passed", "profiled_s": 7.5, "profiled_lock_wait_s": 3.0}
     episodes[1]["verdict"]["stages"]["counters"] = {"status": "passed", "profiled_s": 2.0}
     (run / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
     (tmp_path / "segments.txt").write_text("50\n")
@@ -92,3 +92,4 @@ def test_the_gpus_samples_and_ncus_exclusive_ranges_are_summarized(tmp_path):
     assert lines[-1] == "GPU samples (3): 30 % busy on average, at 0 % in 33 % of them; memory peak 1,200 MiB"
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert [r["ncu_profiled_s"] for r in rows] == [7.5, 2.0]
+    assert [r["ncu_lock_wait_s"] for r in rows] == [3.0, None]

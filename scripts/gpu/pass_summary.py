@@ -53,6 +53,7 @@ def episode_row(e: dict, label: str, commit: str) -> dict:
             "retried_alone": sum(1 for t in trials if t.get("retried_alone")),
             "counters": (stages.get("counters") or {}).get("status"),
             "ncu_profiled_s": (stages.get("counters") or {}).get("profiled_s"),
+            "ncu_lock_wait_s": (stages.get("counters") or {}).get("profiled_lock_wait_s"),
             "reference_ms": (timing.get("reference") or {}).get("median_ms"),
             "candidate_ms": (timing.get("candidate") or {}).get("median_ms"),
             "speedup": verdict.get("speedup"), "speedup_ci95": timing.get("speedup_ci95")}
