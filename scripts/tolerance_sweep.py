@@ -15,12 +15,14 @@ on either side of fp64, so a correct kernel may then fail). Exit status 1 when a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -31,12 +33,28 @@ from orchestrator.runner.shapes import evaluate, stress_shapes  # noqa: E402
 from orchestrator.testing import ProblemCase  # noqa: E402
 
 
-class ShapeTimeout(Exception):
-    pass
+class ShapeTimeout(BaseException):
+    """Not an Exception: a problem's check_output turns any Exception into a failed comparison,
+    and a shape the alarm cut is a skipped one (dls_ik_solver read as FAILS before)."""
 
 
 def _on_alarm(signum, frame):  # noqa: ARG001
     raise ShapeTimeout()
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """ShapeTimeout after `seconds`; the caller's SIGALRM handler is back afterwards, also when
+    the alarm fires as it is cancelled (the caller's `except ShapeTimeout` then takes it)."""
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        signal.alarm(max(1, int(seconds)))
+        yield
+    finally:
+        try:
+            signal.alarm(0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
 
 
 TOLERANCE_KEYS = ("atol", "rtol", "rel_norm_max", "rel_norm")
@@ -79,11 +97,8 @@ def sweep_problem(problem_dir: Path, seeds: int, stress: int, shape_s: float, ma
             continue
         t0 = time.perf_counter()
         try:
-            try:
-                signal.alarm(int(shape_s))
+            with time_limit(shape_s):
                 full, half, message = judge_shape(case, shape, tol)
-            finally:
-                signal.alarm(0)  # the alarm may still fire here: the outer handler takes it
         except ShapeTimeout:
             rows.append({"problem": manifest["id"], "shape": shape, "skipped": f"over {shape_s:.0f} s"})
             continue
@@ -107,7 +122,6 @@ def main() -> int:
                         help="skip a shape whose manifest `bytes` (the reference's traffic) is above this (default 2e9)")
     parser.add_argument("--out", type=Path, help="also write every row here (JSON lines)")
     args = parser.parse_args()
-    signal.signal(signal.SIGALRM, _on_alarm)
     root = Path(__file__).resolve().parents[1] / "problems"
     dirs = [p.parent for p in sorted(root.glob("*/*/*/manifest.json"))
             if fnmatch.fnmatch(str(p.parent.relative_to(root)), args.problems)]

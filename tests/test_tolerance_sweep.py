@@ -38,6 +38,18 @@ def test_a_problem_whose_fp32_breaks_its_tolerance_is_flagged(tmp_path):
     assert any(not r["passes"] for r in rows if "passes" in r)
 
 
+def test_a_shape_cut_inside_a_problems_own_checker_is_skipped_not_failed(tmp_path):
+    """check_output turns any Exception into a failed comparison; the sweep's time limit must
+    not become one (dls_ik_solver's checker was cut at a large shape and read as FAILS)."""
+    copy = tmp_path / "dls_ik_solver"
+    shutil.copytree(REPO_ROOT / "problems" / "robotics" / "l2" / "dls_ik_solver", copy)
+    with (copy / "reference.py").open("a") as f:
+        f.write("\n_check = check_output\n\n\ndef check_output(*args):\n    import time\n    time.sleep(3)\n"
+                "    return _check(*args)\n")
+    rows = _module().sweep_problem(copy, seeds=1, stress=1, shape_s=1, max_bytes=5e7)
+    assert rows and all(r.get("skipped") == "over 1 s" for r in rows), rows
+
+
 def test_the_command_line_names_a_glob_that_matches_nothing():
     done = subprocess.run([sys.executable, str(SCRIPT), "--problems", "no/such/problem"], capture_output=True,
                           text=True, cwd=REPO_ROOT)
