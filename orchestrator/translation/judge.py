@@ -118,12 +118,14 @@ class TranslationJudge:
         timed_stages(self.stages, self.mode, cand, self.correctness, self.stress, self.timing)
 
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
-        inputs = self.inputs(shape, self._seed())
-        ref = self.reference(inputs)
-        t0 = time.perf_counter()
-        written = tuple(getattr(self.glue, "OUTPUTS", ()))
-        reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
-        wall = time.perf_counter() - t0
+        # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+            inputs = self.inputs(shape, self._seed())
+            ref = self.reference(inputs)
+            t0 = time.perf_counter()
+            written = tuple(getattr(self.glue, "OUTPUTS", ()))
+            reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+            wall = time.perf_counter() - t0
         if reply["mutated_inputs"]:
             raise StageFailure("hack_detected", f"input_mutation: the kernel modified input(s) "
                                                 f"{reply['mutated_inputs']}, which it only reads")

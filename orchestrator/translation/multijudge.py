@@ -211,16 +211,19 @@ class MultiJudge:
                       lambda shape, record: self._trial(cand, shape, "stress", record, "stress_failed"))
 
     def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
-        all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))
-        written = tuple(getattr(self.glue, "OUTPUTS", ()))
-        t0 = time.perf_counter()
-        replies = group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs], "run")
-        wall = time.perf_counter() - t0
+        # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+            all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))
+            written = tuple(getattr(self.glue, "OUTPUTS", ()))
+            t0 = time.perf_counter()
+            replies = group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs], "run")
+            wall = time.perf_counter() - t0
+            refs = [self.reference(all_inputs, rank) for rank in range(len(replies))]
         for rank, reply in enumerate(replies):
             if reply["mutated_inputs"]:
                 raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified input(s) "
                                                     f"{reply['mutated_inputs']}, which it only reads")
-            result = compare_outputs(reply["output"], self.reference(all_inputs, rank), self.manifest["tolerance"])
+            result = compare_outputs(reply["output"], refs[rank], self.manifest["tolerance"])
             record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
                            "message": result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
                            "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction})

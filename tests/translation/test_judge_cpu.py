@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import jsonschema
@@ -50,13 +51,16 @@ def _library(tmp_path: Path, name: str, code: str) -> str:
     return str(lib)
 
 
-def _judge(tmp_path: Path, candidate: str, mode: str = "full") -> dict:
+def _job(tmp_path: Path, candidate: str, mode: str = "full") -> dict:
     reference = _library(tmp_path, "reference", CORRECT)
-    job = {"task_dir": str(TASK.path), "symbol": "popcorn_tf32_gemm", "device": "cpu", "mode": mode, "seed": 7,
-           "libraries": {"candidate": _library(tmp_path, "candidate", candidate), "h100": reference,
-                         "a100": reference},
-           "trials": 3, "stress": 4, "timing": {"iters": 5, "warmup": 1, "input_sets": 2}, "trial_timeout_s": 60}
-    return run_judge(job, timeout_s=300)
+    return {"task_dir": str(TASK.path), "symbol": "popcorn_tf32_gemm", "device": "cpu", "mode": mode, "seed": 7,
+            "libraries": {"candidate": _library(tmp_path, "candidate", candidate), "h100": reference,
+                          "a100": reference},
+            "trials": 3, "stress": 4, "timing": {"iters": 5, "warmup": 1, "input_sets": 2}, "trial_timeout_s": 60}
+
+
+def _judge(tmp_path: Path, candidate: str, mode: str = "full") -> dict:
+    return run_judge(_job(tmp_path, candidate, mode), timeout_s=300)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +85,32 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     jsonschema.validate(record, result_schema)
     assert record["status"] == "passed" and record["speedup"] == timing["speedup"]
     assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
+
+
+def test_trials_wait_while_another_evaluation_times(tmp_path: Path) -> None:
+    """A translation trial takes the host's GPU lock shared, as the core's do, so it never runs
+    while another evaluation holds the GPU alone to time."""
+    from orchestrator.runner.judge import gpu_lock
+
+    lock = str(tmp_path / "gpu0.lock")
+    held, release = threading.Event(), threading.Event()
+
+    def another_timing() -> None:
+        with gpu_lock(lock):
+            held.set()
+            release.wait(30)
+
+    job = {**_job(tmp_path, CORRECT), "gpu_lock": lock}
+    timer = threading.Thread(target=another_timing)
+    timer.start()
+    held.wait(10)
+    threading.Timer(10.0, release.set).start()
+    verdict = run_judge(job, timeout_s=300)
+    timer.join(10)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    # the judge and its libraries start without the lock (a few seconds); its first trial then
+    # waited for the rest of the 10 s (unheld, the whole stage takes well under a second)
+    assert verdict["stages"]["correctness"]["stage_wall_s"] >= 3.0
 
 
 def test_the_candidate_is_timed_in_fresh_processes_taken_in_turn(tmp_path: Path) -> None:
