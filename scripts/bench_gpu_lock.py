@@ -26,10 +26,12 @@ from typing import Any
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from orchestrator.config import Settings  # noqa: E402
 from orchestrator.runner.judge import gpu_lock  # noqa: E402
 
 NEEDED = ("started_at", "episode_wall_s", "stage_wall_s", "stage_lock_wait_s")  # what a replay reads of a row
-TRIALS = {"correctness": 4, "stress": 8}  # the judge's default trials per stage (each one shared hold)
+# shared holds per stage at the default settings: the judge's correctness plan adds a repeat of one trial
+TRIALS = {"correctness": max(Settings().trials, 3) + 1, "stress": Settings().stress}
 
 
 # the rule scoring uses, and the turnstile before the sixteenth session (a writer held the gate
@@ -43,7 +45,7 @@ def episode_plan(row: dict[str, Any], timing_scale: float, ncu_scale: float) -> 
     wall, waits = row["stage_wall_s"], row["stage_lock_wait_s"]
     work = {name: max(0.0, wall.get(name, 0.0) - waits.get(name, 0.0)) for name in wall}
     setup = float(row.get("timing_setup_s") or 0.0)
-    spans = row.get("gpu_spans") or []
+    spans = row.get("gpu_spans") or []  # the scoring's hold, then the counters' (ncu's whole run)
     counters_span = spans[1][1] - spans[1][0] if len(spans) > 1 else 0.0
     profiled = float(row.get("ncu_profiled_s") or 0.0)
     ncu_free = max(0.0, counters_span - profiled - float(row.get("ncu_lock_wait_s") or 0.0))

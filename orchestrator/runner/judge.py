@@ -348,7 +348,7 @@ class Judge:
             with self.gpu_alone():
                 self._timing(cand, setup)
         finally:
-            if "timing" in self.stages:  # the stage's wall time less its waits and this is the time held alone
+            if "timing" in self.stages:  # stage wall less lock waits less this: the time held alone
                 self.stages["timing"]["setup_s"] = round(setup_s, 3)
 
     def lock_waited(self, seconds: float) -> None:

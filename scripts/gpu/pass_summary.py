@@ -112,11 +112,12 @@ def main() -> int:
     gpus = sorted({g for e in episodes for g in (e.get("placement") or {}).get("gpus", [])})
     if gpus and segments:
         held = sum(held_seconds(episodes, g) for g in gpus)
+        besides = [f"and {waits['timing']:.0f} s waiting for the GPU" if "timing" in waits else "waits included"]
+        if setups:
+            besides.append(f"{setups['timing']:.0f} s set-up beside other judges' trials")
         print(f"GPUs {gpus} held by some judge {held:.0f} s of {len(gpus)} x {sum(segments):.0f} s "
               f"({100 * held / (len(gpus) * sum(segments)):.1f} %); timing, alone, "
-              f"{totals['timing'] - waits['timing'] - setups['timing']:.0f} s"
-              + (f" (and {waits['timing']:.0f} s waiting for the GPU" if "timing" in waits else " (waits included")
-              + (f", {setups['timing']:.0f} s set-up beside other judges' trials)" if setups else ")"))
+              f"{totals['timing'] - waits['timing'] - setups['timing']:.0f} s ({', '.join(besides)})")
     rows = [episode_row(e, args.label, args.commit) for e in episodes]
     profiled = [r["ncu_profiled_s"] for r in rows if r["ncu_profiled_s"] is not None]
     if profiled:
