@@ -164,19 +164,33 @@ class TranslationJudge:
         # fragmented allocator) was the slower side in every H100-against-itself comparison that
         # missed 1.0 (seventh and eighth sessions), with identical SASS: the suspected cause.
         cand.close()
-        cand = self.library("candidate")
-        # the GPUs alone while timing: the same per-GPU lock as the core's judges
-        with gpu_lock(self.job.get("gpu_lock")):
-            self._timing(cand)
+        # What is not measured (input sets, the reference's fingerprints, the processes of both
+        # sides started and loaded) is made beside other evaluations' trials, as the core's
+        # judge does; only the timed rounds hold the GPUs alone.
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+            t0 = time.perf_counter()  # the wait for the hold is not set-up
+            setup = self._timing_setup(self.library("candidate"))
+            setup_s = time.perf_counter() - t0
+        try:
+            with gpu_lock(self.job.get("gpu_lock")):
+                self._timing(setup)
+        finally:
+            if "timing" in self.stages:
+                self.stages["timing"]["setup_s"] = round(setup_s, 3)
 
-    def _timing(self, cand: Library) -> None:
+    def _timing_setup(self, cand: Library) -> dict[str, Any]:
         t = self.job.get("timing", {})
-        iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
-        sets = [self.inputs(self.disclosed, self._seed()) for _ in range(n_sets)]
-        ref_prints = [timing.fingerprint(self.reference(s)) for s in sets]
+        sets = [self.inputs(self.disclosed, self._seed()) for _ in range(int(t.get("input_sets", 4)))]
+        return {"sets": sets, "ref_prints": [timing.fingerprint(self.reference(s)) for s in sets],
+                "sides": timing.replica_sides(cand, self.library, t.get("processes", 2), sets),
+                "baseline": self.library("a100") if self.job["libraries"].get("a100") else None}
+
+    def _timing(self, setup: dict[str, Any]) -> None:
+        t = self.job.get("timing", {})
+        iters, warmup = int(t.get("iters", 50)), int(t.get("warmup", 3))
+        sets, ref_prints, sides = setup["sets"], setup["ref_prints"], setup["sides"]
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed}
-        sides = timing.replica_sides(cand, self.library, t.get("processes", 2), sets)
         regions = timing.RegionSizes(list(sides))
         timers = {name: side.timer(lambda lib, payload, n, w, name=name: self._time(lib, payload, n, w, regions, name),
                                    warmup) for name, side in sides.items()}
@@ -201,8 +215,8 @@ class TranslationJudge:
         entry = {"status": "passed", "candidate": cand_stats, "reference": ref_stats,
                  "speedup": ref_stats["median_ms"] / cand_stats["median_ms"] if cand_stats["median_ms"] > 0 else None,
                  "speedup_ci95": [ci[0], ci[1]]}
-        if self.job["libraries"].get("a100"):
-            base_lib = self.library("a100")
+        if setup["baseline"] is not None:
+            base_lib = setup["baseline"]
             base_t = self._time(base_lib, timing.ships_once(sets), len(ref_t["times_ms"]), warmup,
                                 timing.RegionSizes(["baseline"]), "baseline")["timing"]
             base_lib.close()

@@ -268,19 +268,28 @@ class MultiJudge:
         # fragmented allocator) was the slower side in every H100-against-itself comparison that
         # missed 1.0 (seventh and eighth sessions), with identical SASS: the suspected cause.
         cand.close()
-        cand = self.group("candidate")
-        # the GPUs alone while timing: the same per-GPU lock as the core's judges
-        with gpu_lock(self.job.get("gpu_lock")):
-            self._timing(cand)
-
-    def _timing(self, cand: RankGroup) -> None:
+        # The input sets made and both sides' rank groups started beside other evaluations'
+        # trials, as in the single-GPU judge; only the timed rounds hold the GPUs alone.
         t = self.job.get("timing", {})
-        iters, warmup, n_sets = int(t.get("iters", 50)), int(t.get("warmup", 3)), int(t.get("input_sets", 4))
-        sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(n_sets)]
+        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+            t0 = time.perf_counter()  # the wait for the hold is not set-up
+            sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62))
+                    for _ in range(int(t.get("input_sets", 4)))]
+            sides = timing.replica_sides(self.group("candidate"), self.group, t.get("processes", 2), sets)
+            setup_s = time.perf_counter() - t0
+        try:
+            with gpu_lock(self.job.get("gpu_lock")):
+                self._timing(sets, sides)
+        finally:
+            if "timing" in self.stages:
+                self.stages["timing"]["setup_s"] = round(setup_s, 3)
+
+    def _timing(self, sets: list[list[tuple[Any, ...]]], sides: dict[str, timing.Replicas]) -> None:
+        t = self.job.get("timing", {})
+        iters, warmup = int(t.get("iters", 50)), int(t.get("warmup", 3))
         self.stages["timing"] = {"status": "failed", "unit": "cuda_events" if self.cuda else "cpu_wall",
                                  "l2_flush": self.cuda, "shape": self.disclosed, "world_size": self.world_size}
         nbytes = timing._nbytes(sets[0][0])
-        sides = timing.replica_sides(cand, self.group, t.get("processes", 2), sets)  # rank groups, in turn
         regions = timing.RegionSizes(list(sides))
         timers = {name: side.timer(lambda group, payload, n, w, name=name:
                                    self._time(group, payload, n, w, regions, name, nbytes), warmup)

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import jsonschema
@@ -111,6 +112,38 @@ def test_trials_wait_while_another_evaluation_times(tmp_path: Path) -> None:
     # the judge and its libraries start without the lock (a few seconds); its first trial then
     # waited for the rest of the 10 s (unheld, the whole stage takes well under a second)
     assert verdict["stages"]["correctness"]["stage_wall_s"] >= 3.0
+
+
+def test_timing_set_up_runs_beside_another_evaluations_trial_and_timing_waits(tmp_path: Path) -> None:
+    """The timing's set-up (input sets, fingerprints, the processes of both sides started and
+    their libraries loaded) takes the GPU lock shared; only the timed rounds hold it alone. Each
+    library logs its loads (a constructor); with another evaluation's trial holding the lock
+    shared throughout, all six loads happen (the stress process, two fresh candidate processes,
+    two of the H100 reference's, the A100 baseline's) and the judge then waits."""
+    from orchestrator.runner.judge import gpu_lock
+
+    loads = tmp_path / "loads.txt"
+    logs_load = ("#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void loaded(void) {"
+                 f' FILE* f = fopen("{loads}", "a"); if (f) {{ fprintf(f, "%d\\n", (int)getpid()); fclose(f); }} }}\n')
+    job = _job(tmp_path, logs_load + CORRECT)
+    job["libraries"] = {**job["libraries"], "h100": _library(tmp_path, "reference_logged", logs_load + CORRECT)}
+    job["libraries"]["a100"] = job["libraries"]["h100"]
+    job["gpu_lock"] = str(tmp_path / "gpu0.lock")
+    verdicts: list[dict] = []
+    with gpu_lock(job["gpu_lock"], shared=True):  # another evaluation's trial
+        judge = threading.Thread(target=lambda: verdicts.append(run_judge(job, timeout_s=300)))
+        judge.start()
+        deadline = time.monotonic() + 200
+        while len(loads.read_text().split() if loads.exists() else []) < 6:
+            assert judge.is_alive() and time.monotonic() < deadline, "the timing's set-up waited for the GPU alone"
+            time.sleep(0.2)
+        time.sleep(1.5)
+        assert judge.is_alive() and not verdicts, "the judge timed while another evaluation's trial held the GPU"
+    judge.join(300)
+    assert verdicts and verdicts[0]["failure_class"] is None, verdicts and verdicts[0].get("failure_detail")
+    timed = verdicts[0]["stages"]["timing"]
+    assert len(set(loads.read_text().split())) == 6
+    assert 0 < timed["setup_s"] < timed["stage_wall_s"] - 1.0  # the wait for the lock is not set-up
 
 
 def test_the_candidate_is_timed_in_fresh_processes_taken_in_turn(tmp_path: Path) -> None:
