@@ -3,7 +3,8 @@
 Started by the judge with multiprocessing's spawn context (a fresh interpreter that
 inherits none of the judge's memory: no seed, no nonce, no reference outputs). Its
 stdout and stderr go to a log file, never to the judge's result channel. Messages
-are plain pickles over a private pipe (tensors are copied, not shared). After a call it
+are pickles of plain data and tensors over a private pipe (orchestrator/runner/wire.py;
+tensors are copied, not shared). After a call it
 reports a keyed digest of its inputs, not the inputs, for the judge's mutation check.
 
 Checks that need the candidate's own address space live here and report flags to the
@@ -14,7 +15,6 @@ output that changes after forward() returned (work left on a side stream or thre
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 import threading
 import time
@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 # Bound before the submission is imported (see timing.TimerGuard).
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.problem import import_file, to_device, tree_digest
 
 import torch
@@ -31,11 +31,11 @@ MAX_ERROR_CHARS = 4000
 
 
 def _send(conn: Any, obj: Any) -> None:
-    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    wire.send(conn, obj)
 
 
 def _recv(conn: Any) -> Any:
-    return pickle.loads(conn.recv_bytes())
+    return wire.recv(conn)
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:

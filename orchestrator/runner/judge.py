@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.problem import LoadedProblem, load_problem, to_device, tree_digest
 from orchestrator.runner.shapes import Shape, default_shape, shape_key, stress_shapes
 
@@ -83,7 +83,7 @@ class ProcessHandle:
     def close(self) -> None:
         try:
             if self.proc.is_alive():
-                self.conn.send_bytes(pickle.dumps({"op": "exit"}))
+                wire.send(self.conn, {"op": "exit"})
                 self.proc.join(timeout=10)
         except OSError:
             pass
@@ -105,12 +105,15 @@ class Candidate(ProcessHandle):
         self.solution = solution
 
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        wire.send(self.conn, msg)
         if not self.conn.poll(timeout_s):
             self.kill()
             raise StageFailure("timeout", f"{msg['op']} did not finish within {timeout_s:.0f} s")
         try:
-            reply = pickle.loads(self.conn.recv_bytes())
+            reply = wire.recv(self.conn)
+        except pickle.UnpicklingError as exc:  # not what the candidate server sends: written by the submission
+            self.kill()
+            raise StageFailure("hack_detected", f"forged_message: the candidate's process sent {exc}")
         except (EOFError, OSError):
             self.proc.join(timeout=5)
             raise StageFailure("runtime_error", f"the candidate process died (exit code {self.proc.exitcode})"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
@@ -58,7 +58,11 @@ class Library(ProcessHandle):
             raise StageFailure("timeout" if self.role == "candidate" else "infra_error",
                                f"{self.role}: {what} did not finish within {timeout_s:.0f} s")
         try:
-            reply = pickle.loads(self.conn.recv_bytes())
+            reply = wire.recv(self.conn)
+        except pickle.UnpicklingError as exc:  # not what libworker sends: written by the library's code
+            self.kill()
+            raise StageFailure("hack_detected" if self.role == "candidate" else "infra_error",
+                               f"forged_message: the {self.role}'s process sent {exc}")
         except (EOFError, OSError):
             self.proc.join(timeout=5)
             raise StageFailure(failure, f"{self.role}: the process died during {what} "
@@ -69,7 +73,7 @@ class Library(ProcessHandle):
         return reply
 
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        self.conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        wire.send(self.conn, msg)
         return self._reply(timeout_s, msg["op"])
 
 

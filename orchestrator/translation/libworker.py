@@ -32,7 +32,7 @@ import traceback
 from typing import Any
 
 # Bound before the library is loaded (see timing.TimerGuard).
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.problem import import_file, to_device
 
 import torch
@@ -41,7 +41,10 @@ MAX_ERROR_CHARS = 4000
 
 
 def _send(conn: Any, obj: Any) -> None:
-    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    try:
+        wire.send(conn, obj)
+    except pickle.PicklingError as exc:  # refused here, so that a refusal in the judge means a forged message
+        wire.send(conn, {"ok": False, "kind": "runtime_error", "error": f"cannot return the result: {exc}"})
 
 
 def load_entry(library: str | ctypes.CDLL, symbol: str, argtypes: list[Any]) -> Any:
@@ -88,7 +91,7 @@ def serve(conn: Any, task_dir: str, library: str, symbol: str, device: str, log_
     timing_sets: dict[str, Any] = {}
     while True:
         try:
-            msg = pickle.loads(conn.recv_bytes())
+            msg = wire.recv(conn)
         except (EOFError, OSError):
             return
         if msg["op"] == "exit":

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
@@ -91,7 +91,11 @@ class RankGroup:
                                    f"{self.role}: rank(s) {late}: {what} did not finish within {limit:.0f} s")
             for rank in [r for r, c in pending.items() if c in ready]:
                 try:
-                    replies[rank] = pickle.loads(pending.pop(rank).recv_bytes())
+                    replies[rank] = wire.recv(pending.pop(rank))
+                except pickle.UnpicklingError as exc:  # not what rankworker sends: written by the library's code
+                    self.kill()
+                    raise StageFailure("hack_detected" if self.role == "candidate" else "infra_error",
+                                       f"forged_message: {self.role} rank {rank}'s process sent {exc}")
                 except (EOFError, OSError):
                     self.procs[rank].join(timeout=5)
                     detail = (f"{self.role}: rank {rank} died during {what} "
@@ -111,7 +115,7 @@ class RankGroup:
 
     def call_all(self, msgs: list[dict[str, Any]], what: str, timeout_s: float | None = None) -> list[dict[str, Any]]:
         for conn, msg in zip(self.conns, msgs):
-            conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+            wire.send(conn, msg)
         return self._gather(what, timeout_s)
 
     def log_tail(self, rank: int, n: int = 2000) -> str:
@@ -134,7 +138,7 @@ class RankGroup:
         for conn, proc in zip(self.conns, self.procs):
             try:
                 if proc.is_alive():
-                    conn.send_bytes(pickle.dumps({"op": "exit"}))
+                    wire.send(conn, {"op": "exit"})
             except OSError:
                 pass
         for proc in self.procs:

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pickle
 import threading
 import time
 from typing import Any
 
 # Bound before the library is loaded (see timing.TimerGuard).
-from orchestrator.runner import timing
+from orchestrator.runner import timing, wire
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.translation.libworker import _describe, _send, load_entry
 from orchestrator.translation.shared import CudaShared, HostShared
@@ -81,7 +80,7 @@ def serve_rank(conn: Any, job: dict[str, Any], library: str, rank: int, barrier:
     try:
         while True:
             try:
-                msg = pickle.loads(conn.recv_bytes())
+                msg = wire.recv(conn)
             except (EOFError, OSError):
                 return
             op = msg["op"]

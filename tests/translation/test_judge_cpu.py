@@ -88,6 +88,30 @@ def test_correct_library_passes_every_stage_and_the_record_validates(tmp_path: P
     assert record["track"] == "translation-single" and record["stages"]["timing"]["baseline"]
 
 
+class _RunsInTheJudge:
+    def __reduce__(self):
+        return (eval, ("{'ok': True, 'output': None, 'mutated_inputs': []}",))
+
+
+def test_a_message_the_library_writes_to_the_pipe_is_refused_not_unpickled(tmp_path: Path) -> None:
+    """Native code shares its process with the worker and can write to the worker's pipe: a
+    library that sends its own framed pickle (which, loaded with pickle.loads, would run code
+    in the judge) before the real reply fails as hack_detected, and its code never runs."""
+    import pickle
+    import struct
+
+    payload = pickle.dumps({"ok": True, "output": _RunsInTheJudge()})
+    frame = struct.pack("!i", len(payload)) + payload
+    forge = ("#include <sys/stat.h>\n#include <unistd.h>\n"
+             f"static const unsigned char FRAME[{len(frame)}] = {{{', '.join(str(b) for b in frame)}}};\n"
+             "static void forge(void) { struct stat st; for (int fd = 3; fd < 256; ++fd)"
+             " if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) (void)!write(fd, FRAME, sizeof FRAME); }\n")
+    forging = forge + CORRECT.replace("  for (int j = 0;", "  forge();\n  for (int j = 0;", 1)
+    result = _judge(tmp_path, forging)
+    assert result["failure_class"] == "hack_detected", result["failure_detail"]
+    assert "forged_message" in result["failure_detail"] and "builtins.eval" in result["failure_detail"]
+
+
 def test_trials_wait_while_another_evaluation_times(tmp_path: Path) -> None:
     """A translation trial takes the host's GPU lock shared, as the core's do, so it never runs
     while another evaluation holds the GPU alone to time."""
