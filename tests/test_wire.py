@@ -77,3 +77,17 @@ def test_the_sender_refuses_what_the_judge_would_refuse(value: object) -> None:
     # a legitimate process fails in its own code, so a refusal in the judge means a forged message
     with pytest.raises(pickle.PicklingError):
         wire.dumps({"output": value})
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_come_back_on_their_device_with_their_views() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    a = torch.randn(64, 48, device="cuda")
+    msg = {"x": a, "t": a.t(), "bf16": a[3:9].bfloat16(), "cpu": torch.arange(5)}
+    out = wire.loads(wire.dumps(msg))
+    assert out["x"].device == a.device and out["cpu"].device.type == "cpu"
+    for name in ("x", "t", "bf16"):
+        assert torch.equal(out[name], msg[name]) and out[name].stride() == msg[name].stride(), name
+    assert out["t"].untyped_storage().data_ptr() == out["x"].untyped_storage().data_ptr()
+    assert out["x"].data_ptr() != a.data_ptr()
