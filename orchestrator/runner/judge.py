@@ -49,6 +49,13 @@ class StageFailure(Exception):
         self.failure_class, self.detail = failure_class, detail
 
 
+def forged_message(exc: Exception, who: str, untrusted: bool = True) -> StageFailure:
+    """A reply that wire.loads refused. The sending side refuses the same things, so the
+    message was written by code in that process (a submission's); from one of our own
+    reference libraries it is a broken run."""
+    return StageFailure("hack_detected" if untrusted else "infra_error", f"forged_message: {who} sent {exc}")
+
+
 def _make_undumpable() -> None:
     """Other processes of the same user cannot read our memory or /proc/<pid>/fd."""
     try:
@@ -111,9 +118,9 @@ class Candidate(ProcessHandle):
             raise StageFailure("timeout", f"{msg['op']} did not finish within {timeout_s:.0f} s")
         try:
             reply = wire.recv(self.conn)
-        except pickle.UnpicklingError as exc:  # not what the candidate server sends: written by the submission
+        except pickle.UnpicklingError as exc:
             self.kill()
-            raise StageFailure("hack_detected", f"forged_message: the candidate's process sent {exc}")
+            raise forged_message(exc, "the candidate's process")
         except (EOFError, OSError):
             self.proc.join(timeout=5)
             raise StageFailure("runtime_error", f"the candidate process died (exit code {self.proc.exitcode})"
@@ -442,6 +449,25 @@ def profiler_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def timing_after_setup(stages: dict[str, Any], lock: str | None, setup: Callable[[], Any],
+                       time_alone: Callable[[Any], None]) -> None:
+    """A translation judge's timing: `setup()` (what is not measured: input sets, processes
+    started) beside other evaluations' trials under the shared hold, then `time_alone(made)`
+    with the GPUs alone; the set-up's seconds, the wait for its hold excluded, go into the
+    timing stage as `setup_s`. (The core's Judge.timing does the same with its lock-wait
+    accounting and progress lines.)"""
+    with gpu_lock(lock, shared=True):
+        t0 = time.perf_counter()
+        made = setup()
+        setup_s = time.perf_counter() - t0
+    try:
+        with gpu_lock(lock):
+            time_alone(made)
+    finally:
+        if "timing" in stages:
+            stages["timing"]["setup_s"] = round(setup_s, 3)
 
 
 @contextlib.contextmanager

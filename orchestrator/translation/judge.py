@@ -29,7 +29,7 @@ import torch
 
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
+from orchestrator.runner.judge import forged_message, gpu_lock, stress_trials, timed_stages, timing_after_setup
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
                                        serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -59,10 +59,9 @@ class Library(ProcessHandle):
                                f"{self.role}: {what} did not finish within {timeout_s:.0f} s")
         try:
             reply = wire.recv(self.conn)
-        except pickle.UnpicklingError as exc:  # not what libworker sends: written by the library's code
+        except pickle.UnpicklingError as exc:
             self.kill()
-            raise StageFailure("hack_detected" if self.role == "candidate" else "infra_error",
-                               f"forged_message: the {self.role}'s process sent {exc}")
+            raise forged_message(exc, f"the {self.role}'s process", untrusted=self.role == "candidate")
         except (EOFError, OSError):
             self.proc.join(timeout=5)
             raise StageFailure(failure, f"{self.role}: the process died during {what} "
@@ -171,16 +170,8 @@ class TranslationJudge:
         # What is not measured (input sets, the reference's fingerprints, the processes of both
         # sides started and loaded) is made beside other evaluations' trials, as the core's
         # judge does; only the timed rounds hold the GPUs alone.
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):
-            t0 = time.perf_counter()  # the wait for the hold is not set-up
-            setup = self._timing_setup(self.library("candidate"))
-            setup_s = time.perf_counter() - t0
-        try:
-            with gpu_lock(self.job.get("gpu_lock")):
-                self._timing(setup)
-        finally:
-            if "timing" in self.stages:
-                self.stages["timing"]["setup_s"] = round(setup_s, 3)
+        timing_after_setup(self.stages, self.job.get("gpu_lock"),
+                           lambda: self._timing_setup(self.library("candidate")), self._timing)
 
     def _timing_setup(self, cand: Library) -> dict[str, Any]:
         t = self.job.get("timing", {})

@@ -32,7 +32,7 @@ import torch
 
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import gpu_lock, stress_trials, timed_stages
+from orchestrator.runner.judge import forged_message, gpu_lock, stress_trials, timed_stages, timing_after_setup
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -92,10 +92,9 @@ class RankGroup:
             for rank in [r for r, c in pending.items() if c in ready]:
                 try:
                     replies[rank] = wire.recv(pending.pop(rank))
-                except pickle.UnpicklingError as exc:  # not what rankworker sends: written by the library's code
+                except pickle.UnpicklingError as exc:
                     self.kill()
-                    raise StageFailure("hack_detected" if self.role == "candidate" else "infra_error",
-                                       f"forged_message: {self.role} rank {rank}'s process sent {exc}")
+                    raise forged_message(exc, f"{self.role} rank {rank}'s process", untrusted=self.role == "candidate")
                 except (EOFError, OSError):
                     self.procs[rank].join(timeout=5)
                     detail = (f"{self.role}: rank {rank} died during {what} "
@@ -274,19 +273,12 @@ class MultiJudge:
         cand.close()
         # The input sets made and both sides' rank groups started beside other evaluations'
         # trials, as in the single-GPU judge; only the timed rounds hold the GPUs alone.
+        timing_after_setup(self.stages, self.job.get("gpu_lock"), self._timing_setup, lambda made: self._timing(*made))
+
+    def _timing_setup(self) -> tuple[list[list[tuple[Any, ...]]], dict[str, timing.Replicas]]:
         t = self.job.get("timing", {})
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):
-            t0 = time.perf_counter()  # the wait for the hold is not set-up
-            sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62))
-                    for _ in range(int(t.get("input_sets", 4)))]
-            sides = timing.replica_sides(self.group("candidate"), self.group, t.get("processes", 2), sets)
-            setup_s = time.perf_counter() - t0
-        try:
-            with gpu_lock(self.job.get("gpu_lock")):
-                self._timing(sets, sides)
-        finally:
-            if "timing" in self.stages:
-                self.stages["timing"]["setup_s"] = round(setup_s, 3)
+        sets = [self.rank_inputs(self.disclosed, self.rng.getrandbits(62)) for _ in range(int(t.get("input_sets", 4)))]
+        return sets, timing.replica_sides(self.group("candidate"), self.group, t.get("processes", 2), sets)
 
     def _timing(self, sets: list[list[tuple[Any, ...]]], sides: dict[str, timing.Replicas]) -> None:
         t = self.job.get("timing", {})
