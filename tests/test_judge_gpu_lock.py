@@ -176,6 +176,29 @@ def test_without_a_lock_out_of_memory_is_not_retried(tmp_path):
     assert verdict["failure_class"] == "runtime_error"
 
 
+def test_a_forged_reply_beside_others_is_a_hack_not_the_judges_failure(tmp_path):
+    """With a lock, every trial ends by asking the candidate to release its cached memory; after a
+    forged reply the candidate is killed, and that request must not turn the verdict into the
+    judge's own failure (infra_error, as on the GPU in the eighteenth session)."""
+    lock = str(tmp_path / "gpu0.lock")
+    forged = REPO_ROOT / "tests" / "hacks" / "forged_message.py"
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "f", lock, solution=forged)
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] == "hack_detected", verdict["failure_detail"][-1500:]
+    assert "forged_message" in verdict["failure_detail"]
+
+
+def test_a_candidate_that_dies_beside_others_is_its_runtime_error(tmp_path):
+    lock = str(tmp_path / "gpu0.lock")
+    dies = tmp_path / "dies.py"
+    dies.write_text("import os\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                    "    def forward(self, rowptr, col, val, x):\n        os._exit(7)\n")
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "g", lock, solution=dies)
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] == "runtime_error", verdict["failure_detail"][-1500:]
+    assert "exit code 7" in verdict["failure_detail"]
+
+
 @pytest.mark.gpu
 def test_a_real_cuda_out_of_memory_beside_others_is_retried_alone(tmp_path):
     """On a GPU: the first call asks for twice the GPU's memory (a real torch.OutOfMemoryError in

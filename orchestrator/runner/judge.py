@@ -111,8 +111,16 @@ class Candidate(ProcessHandle):
         self.log_path = log_path
         self.solution = solution
 
+    def died(self) -> StageFailure:
+        self.proc.join(timeout=5)
+        return StageFailure("runtime_error", f"the candidate process died (exit code {self.proc.exitcode})"
+                                             f"{self.log_tail()}")
+
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        wire.send(self.conn, msg)
+        try:
+            wire.send(self.conn, msg)
+        except OSError:  # gone already: it crashed, or we killed it after a forged reply
+            raise self.died() from None
         if not self.conn.poll(timeout_s):
             self.kill()
             raise StageFailure("timeout", f"{msg['op']} did not finish within {timeout_s:.0f} s")
@@ -122,9 +130,7 @@ class Candidate(ProcessHandle):
             self.kill()
             raise forged_message(exc, "the candidate's process")
         except (EOFError, OSError):
-            self.proc.join(timeout=5)
-            raise StageFailure("runtime_error", f"the candidate process died (exit code {self.proc.exitcode})"
-                                                f"{self.log_tail()}")
+            raise self.died()
         if not reply.get("ok"):
             raise StageFailure(reply.get("kind", "runtime_error"), reply.get("error", "unknown error"))
         hacks = [f for f in reply.get("flags", []) if f.split(":")[0] in HACK_FLAGS]

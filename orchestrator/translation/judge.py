@@ -52,7 +52,6 @@ class Library(ProcessHandle):
         self._reply(timeout_s, "load")
 
     def _reply(self, timeout_s: float, what: str) -> dict[str, Any]:
-        failure = "runtime_error" if self.role == "candidate" else "infra_error"
         if not self.conn.poll(timeout_s):
             self.kill()
             raise StageFailure("timeout" if self.role == "candidate" else "infra_error",
@@ -63,16 +62,23 @@ class Library(ProcessHandle):
             self.kill()
             raise forged_message(exc, f"the {self.role}'s process", untrusted=self.role == "candidate")
         except (EOFError, OSError):
-            self.proc.join(timeout=5)
-            raise StageFailure(failure, f"{self.role}: the process died during {what} "
-                                        f"(exit code {self.proc.exitcode}){self.log_tail()}")
+            raise self._died(what)
         if not reply.get("ok"):
             kind = reply.get("kind", "runtime_error") if self.role == "candidate" else "infra_error"
             raise StageFailure(kind, f"{self.role}: {reply.get('error', 'unknown error')}")
         return reply
 
+    def _died(self, what: str) -> StageFailure:
+        self.proc.join(timeout=5)
+        return StageFailure("runtime_error" if self.role == "candidate" else "infra_error",
+                            f"{self.role}: the process died during {what} "
+                            f"(exit code {self.proc.exitcode}){self.log_tail()}")
+
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        wire.send(self.conn, msg)
+        try:
+            wire.send(self.conn, msg)
+        except OSError:  # gone already: it crashed, or we killed it after a forged reply
+            raise self._died(msg["op"]) from None
         return self._reply(timeout_s, msg["op"])
 
 

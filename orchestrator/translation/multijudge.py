@@ -113,8 +113,15 @@ class RankGroup:
         return [replies[r] for r in range(self.world_size)]
 
     def call_all(self, msgs: list[dict[str, Any]], what: str, timeout_s: float | None = None) -> list[dict[str, Any]]:
-        for conn, msg in zip(self.conns, msgs):
-            wire.send(conn, msg)
+        for rank, (conn, msg) in enumerate(zip(self.conns, msgs)):
+            try:
+                wire.send(conn, msg)
+            except OSError:  # gone already: it crashed, or we killed it after a forged reply
+                self.procs[rank].join(timeout=5)
+                detail = (f"{self.role}: rank {rank} died before {what} "
+                          f"(exit code {self.procs[rank].exitcode}){self.log_tail(rank)}")
+                self.kill()
+                raise StageFailure(self._failure(), detail) from None
         return self._gather(what, timeout_s)
 
     def log_tail(self, rank: int, n: int = 2000) -> str:
