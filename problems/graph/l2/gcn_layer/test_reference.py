@@ -26,6 +26,13 @@ def test_matches_scipy_at_odd_sizes():
     case.check_against({"n": 157, "avg_degree": 5, "f_in": 19, "f_out": 23}, scipy_gcn, seed=4)
 
 
+def test_edges_in_chunks_match_scipy(monkeypatch):
+    """The reference gathers neighbour rows a chunk of edges at a time (its memory at the largest
+    shapes); chunks of 7 edges must give the same layer."""
+    monkeypatch.setattr(case.problem.module, "EDGE_CHUNK_ELEMENTS", 7 * 23)
+    case.check_against({"n": 157, "avg_degree": 5, "f_in": 19, "f_out": 23}, scipy_gcn, seed=5)
+
+
 def test_graph_is_symmetric_sorted_simple():
     edge_index, H, W, b = case.problem.inputs(case.small_shape(), 0, "cpu")
     src, dst = edge_index
