@@ -5,8 +5,9 @@ flags; defaults lie inside their ranges and satisfy the constraints; every formu
 names known parameters; reference.py imports and defines the contract; get_inputs
 runs at the minimum and CPU-default shapes; the reference runs at the CPU default
 (and the default and maximum on a GPU, with --device cuda) and its output is finite
-and not so small that an all-zero output would pass. Each error names the file and
-the JSON pointer.
+and not so small that an all-zero output would pass; on a GPU, the reference at the
+maximum shape (inputs included) needs at most REFERENCE_GPU_SHARE of the GPU's memory.
+Each error names the file and the JSON pointer.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ from orchestrator.config import REPO_ROOT
 from orchestrator.errors import UserError
 
 CATALOG_FILE = REPO_ROOT / "problems" / "CATALOG.jsonl"
+
+# The judge runs the reference and the candidate (which may need as much) on one GPU: a reference
+# that needs more than this share at the maximum shape leaves an honest candidate out of memory, or
+# runs out itself (gcn_layer on an 80 GB H100, eighteenth session).
+REFERENCE_GPU_SHARE = 0.45
 
 
 @lru_cache(maxsize=4)
@@ -110,7 +116,7 @@ def _catalog_errors(entry: Entry, folder_id: str) -> Iterator[tuple[str, str]]:
         yield "/world_size", "collectives problems need a world_size range, other problems null"
 
 
-def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
+def _run_errors(entry: Entry, device: str, peaks: dict[str, float]) -> Iterator[tuple[str, str]]:
     import torch
 
     from orchestrator.runner.compare import zeros_like_output
@@ -141,7 +147,12 @@ def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
             yield "/constraints", "no shape near the maximum satisfies the constraints"
             return
         shapes += [("default", default_shape(params, "cuda"), "cuda"), ("maximum", maximum, "cuda")]
+    inputs = out = ref = None
     for label, shape, dev in shapes:
+        if dev == "cuda":
+            inputs = out = ref = None  # the last shape's tensors must not count in this one's peak
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         try:
             inputs = problem.inputs(shape, 0, dev)
             if label == "minimum":
@@ -152,6 +163,10 @@ def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
         except Exception as exc:
             yield str(ref_path), f"fails at the {label} shape {shape}: {type(exc).__name__}: {exc}"
             continue
+        if label == "maximum":
+            peaks[entry.id] = torch.cuda.max_memory_allocated() / 2**30
+            if excess := _memory_excess(torch.cuda.max_memory_allocated()):
+                yield str(ref_path), f"needs {excess} at the maximum shape {shape}"
         if any(o.is_floating_point() and not bool(torch.isfinite(o).all()) for o in ref):
             yield str(ref_path), f"the reference output has NaN/Inf at the {label} shape"
         ref_obj = ref if isinstance(out, (tuple, list)) else ref[0]
@@ -160,7 +175,21 @@ def _run_errors(entry: Entry, device: str) -> Iterator[tuple[str, str]]:
             yield "/tolerance", f"an all-zero output passes the tolerance at the {label} shape"
 
 
-def validate_entry(entry: Entry, settings: Any, run: bool, device: str) -> list[str]:
+def _memory_excess(peak_bytes: int) -> str | None:
+    """What the reference needs, said when it is more than REFERENCE_GPU_SHARE of this GPU."""
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if peak_bytes <= REFERENCE_GPU_SHARE * total:
+        return None
+    return (f"{peak_bytes / 2**30:.1f} GiB of GPU memory, more than {REFERENCE_GPU_SHARE:.0%} of this GPU's "
+            f"{total / 2**30:.0f} GiB (the candidate runs beside it): chunk the reference or bound the shapes")
+
+
+def validate_entry(entry: Entry, settings: Any, run: bool, device: str,
+                   peaks: dict[str, float] | None = None) -> list[str]:
+    """Every error of one problem or task, one line each; `peaks` gets the reference's GPU memory
+    (GiB) at the maximum shape when it ran on a GPU."""
     path = entry.path / "manifest.json"
     if entry.kind == "translation":
         from orchestrator.translation.catalog import validate_manifest
@@ -175,7 +204,7 @@ def validate_entry(entry: Entry, settings: Any, run: bool, device: str) -> list[
     if not errs:
         errs += list(_catalog_errors(entry, folder_id)) + list(_shape_errors(entry.manifest))
     if not errs and run:
-        errs += list(_run_errors(entry, device))
+        errs += list(_run_errors(entry, device, {} if peaks is None else peaks))
     out = []
     for pointer, msg in errs:
         where = f"{path}: {pointer}" if pointer.startswith("/") else pointer
@@ -192,7 +221,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--track", choices=["subdomain", "popcorn2", "translation-single", "translation-multi"])
     parser.add_argument("--no-run", action="store_true", help="schema and static checks only; do not import references")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="cuda also runs the reference at the default and maximum shapes")
+                        help="cuda also runs the reference at the default and maximum shapes, prints its peak GPU "
+                             "memory at the maximum and fails a reference that needs more than "
+                             f"{REFERENCE_GPU_SHARE * 100:.0f}%% of the GPU")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -201,10 +232,12 @@ def main(args: argparse.Namespace) -> int:
     from orchestrator.config import Settings
 
     settings = Settings.from_args(args)
-    try:
-        entries = select(load_catalog(settings), track=args.track)
-    except UserError:
-        raise
+    if args.device == "cuda" and not args.no_run:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: this machine has no CUDA GPU (or torch has no CUDA build)")
+    entries = select(load_catalog(settings), track=args.track)
     if args.ids:
         known = {e.id for e in entries}
         missing = [i for i in args.ids if i not in known]
@@ -212,11 +245,15 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(f"unknown problem {missing[0]!r} (see `python -m orchestrator list`)")
         entries = [e for e in entries if e.id in args.ids]
     failures: list[str] = []
+    peaks: dict[str, float] = {}
     t0 = time.perf_counter()
     for entry in tqdm(entries, desc="validate", unit="problem", disable=not sys.stderr.isatty()):
-        failures += validate_entry(entry, settings, run=not args.no_run, device=args.device)
-    for line in failures:
-        print(line, file=sys.stderr)
+        errors = validate_entry(entry, settings, run=not args.no_run, device=args.device, peaks=peaks)
+        for line in errors:  # as they come: a run cut short keeps what it found
+            tqdm.write(line, file=sys.stderr)
+        if entry.id in peaks:
+            tqdm.write(f"{entry.id}: the reference at the maximum shape peaks at {peaks[entry.id]:.2f} GiB of GPU memory")
+        failures += errors
     print(f"{len(entries)} manifests checked in {time.perf_counter() - t0:.1f} s: "
           f"{'all valid' if not failures else f'{len(failures)} errors'}")
     return 1 if failures else 0

@@ -122,6 +122,37 @@ def test_invalid_manifest_names_file_and_pointer(tmp_path):
     assert r.returncode == 2 and "invalid JSON" in r.stderr
 
 
+def test_validate_on_cuda_without_a_gpu_says_so_in_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = cli("validate", "--device", "cuda", "--problem", SPMV)
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.gpu
+def test_validate_on_a_gpu_refuses_a_reference_that_leaves_no_room_for_the_candidate(tmp_path):
+    """At the maximum shape the reference may need at most REFERENCE_GPU_SHARE of the GPU: the
+    judge runs the candidate beside it. A copy of csr_spmv whose reference holds 60 % of the GPU
+    fails; the unmodified copy (the control) passes."""
+    problems = tmp_path / "problems"
+    shutil.copytree(REPO / "problems" / SPMV, problems / SPMV)
+    args = ("validate", "--device", "cuda", "--problem", SPMV)
+    env = {"POPCORN_PROBLEMS_DIR": str(problems)}
+    r = cli(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    reference = problems / SPMV / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "        lengths = rowptr[1:] - rowptr[:-1]\n",
+        "        lengths = rowptr[1:] - rowptr[:-1]\n"
+        "        total = torch.cuda.get_device_properties(x.device).total_memory\n"
+        "        hog = torch.empty(int(0.6 * total), dtype=torch.uint8, device=x.device)\n", 1))
+    assert "hog = " in reference.read_text()
+    r = cli(*args, env=env)
+    assert r.returncode == 1 and "GiB of GPU memory, more than 45%" in r.stderr, r.stderr
+
+
 def test_list_filters():
     r = cli("list", "--track", "popcorn2", "--domain", "graph", "--json")
     ids = [json.loads(line)["id"] for line in r.stdout.splitlines()]

@@ -5,7 +5,8 @@
   verify_core.py repeat ID N      N evaluations of one oracle in separate processes: CV of
                                   the median time
   verify_core.py references [GLOB] every single-GPU reference: median time at the default shape
-                                  (the manifest's reference_h200_ms) and a run at the maximum shape
+                                  (the manifest's reference_h200_ms) and a run at the maximum shape,
+                                  each with its peak GPU memory
   verify_core.py ncu ID           the oracle's kernel time by ncu (gpu__time_duration) against
                                   the harness's median at the disclosed shape
 
@@ -113,12 +114,16 @@ for label in ("default", "maximum"):
     try:
         if label == "maximum" and (device == "cpu" or os.environ.get("REFERENCE_MAX", "1") == "0"):
             continue
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         model = problem.model(shape, device)
         inputs = problem.inputs(shape, 0, device)
         # timed alone on the GPU: the same per-GPU lock as the judges' timing phases
         with torch.no_grad(), gpu_lock(os.environ.get("GPU_LOCK") if device == "cuda" else None):
             t = time_calls(model, [inputs], device, iters=20 if label == "default" else 2, warmup=2, hold_bytes=0)
         row[label] = {"shape": shape, **stats(t["times_ms"])}
+        if device == "cuda":  # inputs included: what the judge holds besides the candidate
+            row[label]["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     except Exception as exc:
         row[label] = {"shape": shape, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     if device == "cuda":
