@@ -4,6 +4,7 @@ overlap scorings on one GPU; orchestrator/executors/gpus.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -20,9 +21,10 @@ HONEST = REPO_ROOT / "tests" / "hacks" / "honest_torch.py"
 
 
 def _start_judge(tmp_path: Path, name: str, lock: str | None, solution: Path = HONEST,
-                 device: str = "cpu") -> tuple[subprocess.Popen, Path, Path, str]:
+                 device: str = "cpu", problem: Path = PROBLEM,
+                 mode: str = "full") -> tuple[subprocess.Popen, Path, Path, str]:
     nonce = "ab" * 32
-    job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": device, "mode": "full", "seed": 3,
+    job = {"problem_dir": str(problem), "solution": str(solution), "device": device, "mode": mode, "seed": 3,
            "stress": 1, "trials": 3, "nonce": nonce, "log_path": str(tmp_path / f"{name}.log"), "gpu_lock": lock,
            "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1}}
     stdout, stderr = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
@@ -197,6 +199,76 @@ def test_a_candidate_that_dies_beside_others_is_its_runtime_error(tmp_path):
     verdict = _verdict(proc, stdout, nonce)
     assert verdict["failure_class"] == "runtime_error", verdict["failure_detail"][-1500:]
     assert "exit code 7" in verdict["failure_detail"]
+
+
+_OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES = '''
+
+import os as _os
+
+
+def _out_of_memory_while_the_candidate_lives():
+    try:
+        _os.kill(int(open(_os.environ["HOG_PID_FILE"]).read()), 0)
+    except (KeyError, OSError, ValueError):
+        return
+    raise torch.OutOfMemoryError("CUDA out of memory (the candidate's process holds the GPU)")
+'''
+
+
+def _reference_pushed_out_by_the_candidate(tmp_path: Path) -> tuple[Path, Path]:
+    """csr_spmv whose reference runs out of memory while the candidate's process lives (on a CPU
+    machine, what a submission that holds the GPU's memory does to the reference), and the honest
+    submission, which writes its process id where the reference looks."""
+    problem = tmp_path / "csr_spmv"
+    shutil.copytree(PROBLEM, problem)
+    reference = problem / "reference.py"
+    head = "    def forward(self, rowptr, col, val, x):\n"
+    reference.write_text(reference.read_text().replace(
+        head, head + "        _out_of_memory_while_the_candidate_lives()\n", 1) + _OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES)
+    solution = tmp_path / "holds_the_gpu.py"
+    solution.write_text(HONEST.read_text() + '\nimport os\nopen(os.environ["HOG_PID_FILE"], "w").write(str(os.getpid()))\n')
+    return problem, solution
+
+
+@pytest.mark.parametrize("with_lock", [True, False], ids=["lock", "no_lock"])
+def test_a_reference_out_of_memory_beside_the_candidate_runs_with_it_stopped(tmp_path, monkeypatch, with_lock):
+    """Not an infra error (the report would drop the episode): the candidate's process is stopped,
+    the reference computed, the candidate restarted; on a CPU nothing measures its memory, so it
+    is not blamed."""
+    problem, solution = _reference_pushed_out_by_the_candidate(tmp_path)
+    monkeypatch.setenv("HOG_PID_FILE", str(tmp_path / "candidate.pid"))
+    lock = str(tmp_path / "gpu0.lock") if with_lock else None
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "h", lock, solution=solution, problem=problem, mode="check")
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict["failure_detail"][-1500:]
+    trials = verdict["stages"]["correctness"]["trials"]
+    assert len(trials) >= 4 and all(t["passed"] for t in trials)
+    assert all("it ran with that process stopped" in t["candidate_restarted"] for t in trials)
+    assert all(("retried_alone" in t) == with_lock for t in trials)
+
+
+@pytest.mark.gpu
+def test_a_submission_holding_most_of_the_gpu_fails_when_the_reference_runs_out(tmp_path):
+    """On a GPU: the submission holds 60 % of the GPU from its import on, the reference needs 45 %:
+    the reference runs out of memory, stopping the candidate frees more than half the GPU, and the
+    submission fails with runtime_error (not infra_error, which no rate counts)."""
+    import torch
+
+    problem = tmp_path / "csr_spmv"
+    shutil.copytree(PROBLEM, problem)
+    reference = problem / "reference.py"
+    head = "    def forward(self, rowptr, col, val, x):\n"
+    reference.write_text(reference.read_text().replace(head, head + (
+        "        need = torch.empty(int(0.45 * torch.cuda.get_device_properties(x.device).total_memory),"
+        " dtype=torch.uint8, device=x.device)\n"), 1))
+    total = torch.cuda.get_device_properties(0).total_memory
+    solution = tmp_path / "hog.py"
+    solution.write_text(HONEST.read_text() + f"\nimport torch\n_HOG = torch.empty({int(0.6 * total)}, dtype=torch.uint8, device='cuda')\n")
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "i", None, solution=solution, problem=problem,
+                                               device="cuda", mode="check")
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] == "runtime_error", verdict["failure_detail"][-1500:]
+    assert "out_of_memory: the reference ran out of GPU memory while the submission's process held" in verdict["failure_detail"]
 
 
 @pytest.mark.gpu

@@ -101,15 +101,25 @@ class Candidate(ProcessHandle):
     """The candidate's process and its pipe; every call has a deadline."""
 
     def __init__(self, solution: str, device: str, log_path: str):
+        self.log_path = log_path
+        self.solution = solution
+        self.device = device
+        self._spawn()
+
+    def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         from orchestrator.runner import candidate
 
-        self.proc = ctx.Process(target=candidate.serve, args=(child_conn, device, log_path), daemon=True)
+        self.proc = ctx.Process(target=candidate.serve, args=(child_conn, self.device, self.log_path), daemon=True)
         self.proc.start()
         child_conn.close()
-        self.log_path = log_path
-        self.solution = solution
+
+    def restart(self) -> None:
+        """A fresh process in place of this one (stopped already), its submission not yet loaded."""
+        self.kill()
+        self.conn.close()
+        self._spawn()
 
     def died(self) -> StageFailure:
         self.proc.join(timeout=5)
@@ -291,10 +301,10 @@ class Judge:
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         key = os.urandom(16)
 
-        def attempt() -> tuple[Any, float]:
+        def attempt(alone: bool, restarted: list[str]) -> tuple[Any, float]:
             # inputs made under the hold too: a timing elsewhere then has the host's CPUs quiet
             inputs = self.problem.inputs(shape, seed, "cpu")
-            ref = self.reference(shape, inputs)
+            ref = self._reference_beside(cand, shape, inputs, alone, restarted)
             t0 = time.perf_counter()
             reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
                                "digest_key": key, "reuse_buffers": reuse_buffers}, self._trial_limit())
@@ -303,27 +313,62 @@ class Judge:
                 raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
             return self.problem.compare(to_device(inputs, self.device), reply["output"], ref), wall
 
-        alone = False
+        alone = not self._shares_gpu()
+        restarted: list[str] = []
         try:
             with self.gpu_shared():
-                result, wall = self._released_after(cand, attempt)
+                result, wall = self._released_after(cand, lambda: attempt(alone, restarted))
         except (torch.OutOfMemoryError, StageFailure) as exc:
-            if not (self._shares_gpu() and _out_of_memory(exc)):
+            if alone or not _out_of_memory(exc):
                 raise
             # Other evaluations' trials share this GPU and may have held the memory that ran
             # out: the same trial once more with the GPU to itself (every judge releases its
             # cache after each trial).
             alone = True
             with self.gpu_alone():
-                result, wall = self._released_after(cand, attempt)
+                result, wall = self._released_after(cand, lambda: attempt(alone, restarted))
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
-        if alone:
+        if alone and self._shares_gpu():
             entry["retried_alone"] = "out of GPU memory beside other evaluations' trials"
+        if restarted:
+            entry["candidate_restarted"] = restarted[0]
         if record is not None:
             record.append(entry)
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+
+    def _reference_beside(self, cand: Candidate, shape: Shape, inputs: tuple[Any, ...], alone: bool,
+                          restarted: list[str]) -> Any:
+        """The reference's output for a trial. Out of GPU memory with the GPU alone, the memory
+        may be the candidate's: its process is stopped, the reference computed, and a fresh
+        candidate loaded and built for the shape (the reference failing again is its own need:
+        infra_error). A submission is not excused by an infrastructure error it caused: one whose
+        process held more than half the GPU fails (an honest one holds little between calls;
+        the reference may need 45 %, `validate --device cuda`)."""
+        try:
+            return self.reference(shape, inputs)
+        except torch.OutOfMemoryError:
+            if not alone:
+                raise
+        free_before = _free_gpu_bytes(self.device, settle_s=0.0)
+        cand.kill()
+        self.ref_models.clear()
+        freed = _free_gpu_bytes(self.device) - free_before
+        if self.device != "cpu":
+            torch.cuda.empty_cache()
+        total = _total_gpu_bytes(self.device)
+        if total and freed > CANDIDATE_GPU_SHARE * total:
+            raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
+                                                f"submission's process held {freed / 2**30:.1f} GiB of the GPU's "
+                                                f"{total / 2**30:.0f} GiB between calls")
+        ref = self.reference(shape, inputs)
+        restarted.append(f"the reference ran out of GPU memory beside the candidate's process "
+                         f"({freed / 2**30:.1f} GiB); it ran with that process stopped, then the candidate restarted")
+        cand.restart()
+        cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
+        self._build(cand, shape)
+        return ref
 
     def correctness(self, cand: Candidate) -> None:
         trials: list[dict] = []
@@ -524,6 +569,22 @@ def _one_gpu_lock(path: str, shared: bool, writers_together: bool = True) -> Ite
             fcntl.flock(main, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+CANDIDATE_GPU_SHARE = 0.5  # see Judge._reference_beside
+
+
+def _free_gpu_bytes(device: str, settle_s: float = 0.5) -> int:
+    """Free memory of the whole GPU (every process's allocations count), 0 on the CPU. `settle_s`:
+    a stopped process's memory goes back to the driver as the process is torn down."""
+    if device == "cpu":
+        return 0
+    time.sleep(settle_s)
+    return torch.cuda.mem_get_info(torch.device(device))[0]
+
+
+def _total_gpu_bytes(device: str) -> int:
+    return 0 if device == "cpu" else torch.cuda.get_device_properties(torch.device(device)).total_memory
 
 
 def _out_of_memory(exc: BaseException) -> bool:
