@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from orchestrator.errors import InfraError, UserError
+from orchestrator.translation import buildjail
 from orchestrator.translation.catalog import Task
 
 SIDES = ("a100", "h100", "candidate")
@@ -185,10 +186,14 @@ def build(task: Task, side: str, roots: Mapping[str, Path], cache_dir: Path, can
         if side == "candidate":
             shutil.copyfile(source, src_copy)
         cmd = command(task, side, roots, src_copy, work / "lib.so", nvcc)
+        run_cmd, env = cmd, None
+        if side == "candidate":  # the candidate's preprocessor must not read our files (buildjail.py)
+            run_cmd, env = buildjail.wrap(cmd, work, [*roots.values(), task.path.parent.parent])
         limit = timeout_s or float(task.manifest["time_limits"]["build_s"])
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=work, check=False)
+            proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=limit, cwd=work, check=False,
+                                  env=env)
             log, ok = (proc.stdout + proc.stderr)[-LOG_LIMIT:], proc.returncode == 0
         except subprocess.TimeoutExpired as exc:
             log, ok = f"nvcc timed out after {limit:.0f} s\n{exc.stderr or ''}", False

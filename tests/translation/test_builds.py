@@ -96,6 +96,32 @@ def test_candidate_builds_and_a_broken_one_reports_nvcc_errors(task_and_roots, c
     assert not broken.ok and "error" in broken.log
 
 
+def test_a_candidate_build_reads_the_task_and_the_toolchain_and_nothing_of_ours(task_and_roots,
+                                                                                tmp_path: Path) -> None:
+    """nvcc runs the candidate's preprocessor and assembler: outside its view (buildjail.py), an
+    #include or .incbin of any readable file put the file into the compile log the agent sees, or
+    into the library. The pinned sources stay readable."""
+    task, roots = task_and_roots
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP_SECRET_LINE of another episode\n")
+    attempts = {
+        "include": f'#include "{secret}"\n',
+        "include_checkout": f'#include "{REPO_ROOT / "README.md"}"\n',
+        "incbin": f'asm(".section .rodata\\n.incbin \\"{secret}\\"\\n.text");\n',
+    }
+    for name, line in attempts.items():
+        source = tmp_path / f"{name}.cu"
+        source.write_text(NAIVE_CANDIDATE + line)
+        result = builds.build(task, "candidate", roots, tmp_path / "cache", candidate=source)
+        assert not result.ok, name
+        assert "TOP_SECRET_LINE" not in result.log and "PopcornBench" not in result.log, result.log[-1500:]
+        assert "No such file" in result.log or "can't open" in result.log or "not found" in result.log.lower(), result.log[-1500:]
+    pinned = tmp_path / "uses_cutlass.cu"
+    pinned.write_text("#include <cutlass/numeric_types.h>\n" + NAIVE_CANDIDATE)
+    result = builds.build(task, "candidate", roots, tmp_path / "cache", candidate=pinned)
+    assert result.ok, result.log[-1500:]
+
+
 def test_a_broken_reference_recipe_raises_with_the_log_path(task_and_roots, tmp_path: Path) -> None:
     task, roots = task_and_roots
     manifest = {**task.manifest, "build": {**task.manifest["build"], "flags": ["-DPOPCORN_BROKEN", "--no-such-flag"]}}
