@@ -35,6 +35,7 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # "link PATH TARGET" ended by "--", then the command. Runs as root of the new namespaces.
 SCRIPT = r'''
 set -eu
+trap 'echo "popcorn-build-jail: could not set up the build'"'"'s view (exit $?)" >&2; exit 97' EXIT
 root=$1; work=$2; shift 2
 mount -t tmpfs -o size=16m,mode=755 popcorn-build "$root"
 mkdir -p "$root/proc" "$root/tmp" "$root/dev"
@@ -53,12 +54,16 @@ while [ "$1" != "--" ]; do
 done
 shift
 cd /
+trap - EXIT
 exec chroot "$root" /usr/bin/env -i PATH="$POPCORN_PATH" HOME=/tmp TMPDIR=/tmp /bin/sh -c 'cd "$0" && exec "$@"' "$work" "$@"
 '''
 
 
+SETUP_FAILED = 97  # the script's exit status when the view could not be made (nvcc never ran)
+
+
 class BuildIsolationError(InfraError):
-    """The host refused the namespaces a candidate's build runs in."""
+    """The host refused the namespaces a candidate's build runs in, or the view could not be made."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -195,6 +195,8 @@ def build(task: Task, side: str, roots: Mapping[str, Path], cache_dir: Path, can
             proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=limit, cwd=work, check=False,
                                   env=env)
             log, ok = (proc.stdout + proc.stderr)[-LOG_LIMIT:], proc.returncode == 0
+            if side == "candidate" and proc.returncode == buildjail.SETUP_FAILED:  # ours, not the candidate's
+                raise buildjail.BuildIsolationError(f"{task.id}: {log.strip()[-2000:]}")
         except subprocess.TimeoutExpired as exc:
             log, ok = f"nvcc timed out after {limit:.0f} s\n{exc.stderr or ''}", False
         wall = time.perf_counter() - t0

@@ -122,6 +122,17 @@ def test_a_candidate_build_reads_the_task_and_the_toolchain_and_nothing_of_ours(
     assert result.ok, result.log[-1500:]
 
 
+def test_a_build_view_that_cannot_be_made_is_ours_not_a_compile_error(task_and_roots, tmp_path: Path) -> None:
+    from orchestrator.translation import buildjail
+
+    task, roots = task_and_roots
+    good = tmp_path / "naive.cu"
+    good.write_text(NAIVE_CANDIDATE)
+    missing = {**roots, "gone": tmp_path / "no-such-root"}  # a pinned root that vanished from the cache
+    with pytest.raises(buildjail.BuildIsolationError, match="could not set up the build's view"):
+        builds.build(task, "candidate", missing, tmp_path / "cache", candidate=good)
+
+
 def test_a_broken_reference_recipe_raises_with_the_log_path(task_and_roots, tmp_path: Path) -> None:
     task, roots = task_and_roots
     manifest = {**task.manifest, "build": {**task.manifest["build"], "flags": ["-DPOPCORN_BROKEN", "--no-such-flag"]}}
