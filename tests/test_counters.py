@@ -28,6 +28,16 @@ def test_idle_kernels_with_a_big_speedup_are_flagged():
     assert flags({"status": "skipped"}, 20.0) == []
 
 
+def test_a_timed_median_far_below_the_kernels_ncu_measured_is_flagged():
+    """The candidate's process measures and reports its own time; ncu sees its kernels from outside."""
+    counters = {"status": "passed", "sm_throughput_pct": 60.0, "metrics": {"kernel_time_ms": 2.0}}
+    assert flags(counters, 5.0, candidate_ms=0.4) == ["counters:time_below_kernels"]
+    assert flags(counters, 5.0, candidate_ms=1.9) == []      # ncu's clocks and replays: within the floor
+    assert flags(counters, 5.0) == []                        # no timed median (a check-only run)
+    assert flags({**counters, "metrics": {}}, 5.0, candidate_ms=0.4) == []
+    assert flags(counters, None, candidate_ms=0.4) == []     # a failed candidate has no speedup to doubt
+
+
 class ScriptedNcuSandbox:
     """Answers ncu's command lines as ncu does (no GPU here): the first run, while another
     profiling session is open, is refused; later ones print RAW. Records each run's job."""

@@ -4,7 +4,8 @@ SOL (the larger of SM and memory throughput, % of peak), DRAM throughput and
 tensor-pipe use, each averaged over the candidate's kernels weighted by their
 duration. A claimed speedup of 1.5x or more from kernels that keep both the SMs and
 memory under 1 % busy is flagged (`counters:idle_speedup`): such a kernel does too
-little work to be computing the answer.
+little work to be computing the answer. A timed median under half the kernel time ncu
+measured is flagged too (`counters:time_below_kernels`, TIME_FLOOR).
 
 ncu replays every profiled launch many times, so a forward of hundreds of launches (a
 time-stepping loop) held the GPU alone for minutes (fourteenth session: 424 launches, 193 s):
@@ -31,6 +32,13 @@ TENSOR = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_activ
           "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
 DURATION = "gpu__time_duration.sum"
 IDLE_PCT, SUSPICIOUS_SPEEDUP = 1.0, 1.5
+# A candidate's timed median below this share of the kernel time ncu sums over one forward is
+# flagged (`counters:time_below_kernels`). The timing is measured and reported by the candidate's
+# own process, which native code could forge (docs/decisions.md); ncu sees its kernels from
+# outside. The eighteenth session's 33 oracles (H100) read 0.96x to 124x (a sampled loop sums
+# few launches). Kernels overlapped on side streams can honestly read below 1, so this is a flag
+# for review, not a failure.
+TIME_FLOOR = 0.5
 # what ncu prints when the driver will not open another profiling session now
 SESSION_REFUSED = ("driver resource was unavailable", "already being profiled")
 
@@ -150,9 +158,16 @@ def refused_session(counters: dict[str, Any]) -> bool:
     return counters.get("status") == "error" and any(e in counters.get("reason", "") for e in SESSION_REFUSED)
 
 
-def flags(counters: dict[str, Any], speedup: float | None) -> list[str]:
+def flags(counters: dict[str, Any], speedup: float | None, candidate_ms: float | None = None) -> list[str]:
+    """What the counters say against a passing candidate's claimed speedup and timed median."""
     if counters.get("status") != "passed" or speedup is None:
         return []
+    out = []
     busy = max(counters.get("sm_throughput_pct", 100.0), counters.get("dram_throughput_pct", 100.0),
                counters.get("memory_throughput_pct", 100.0))
-    return ["counters:idle_speedup"] if speedup >= SUSPICIOUS_SPEEDUP and busy < IDLE_PCT else []
+    if speedup >= SUSPICIOUS_SPEEDUP and busy < IDLE_PCT:
+        out.append("counters:idle_speedup")
+    kernel_ms = (counters.get("metrics") or {}).get("kernel_time_ms")
+    if candidate_ms is not None and kernel_ms and candidate_ms < TIME_FLOOR * kernel_ms:
+        out.append("counters:time_below_kernels")
+    return out

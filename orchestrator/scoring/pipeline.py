@@ -274,7 +274,8 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         from orchestrator.scoring.counters import flags as counter_flags
 
         record["stages"]["counters"] = counters
-        record["flags"] = sorted(set(record["flags"]) | set(counter_flags(counters, record["speedup"])))
+        claimed_ms = timing.get("candidate", {}).get("median_ms")
+        record["flags"] = sorted(set(record["flags"]) | set(counter_flags(counters, record["speedup"], claimed_ms)))
     return record
 
 
