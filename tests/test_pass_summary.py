@@ -54,7 +54,9 @@ def test_rows_give_each_episodes_stages_waits_and_speedup(tmp_path):
     episode["verdict"]["stages"]["stress"]["trials"] = [{"wall_s": 2.0}, {"wall_s": 3.0, "retried_alone": "oom"}]
     episode["verdict"]["stages"]["timing"].update(reference={"median_ms": 3.0}, candidate={"median_ms": 2.0},
                                                   speedup_ci95=[1.4, 1.6])
-    episode["verdict"]["stages"]["counters"] = {"status": "passed"}
+    episode["verdict"]["stages"]["counters"] = {"status": "passed", "metrics": {"kernel_time_ms": 2.5}}
+    episode["verdict"]["flags"] = ["counters:time_below_kernels"]
+    episode["verdict"]["stages"]["stress"]["trials"][0]["candidate_restarted"] = "the reference ran out"
     (run / "episodes.jsonl").write_text(json.dumps(episode) + "\n")
     rows = tmp_path / "rows.jsonl"
     out = subprocess.run([sys.executable, str(SCRIPT), str(run), str(tmp_path / "none.txt"), "--rows", str(rows),
@@ -68,6 +70,10 @@ def test_rows_give_each_episodes_stages_waits_and_speedup(tmp_path):
     assert row["stage_lock_wait_s"] == {"load": 0.0, "stress": 1.0, "timing": 8.0}
     assert row["trial_wall_s"] == 5.0 and row["retried_alone"] == 1 and row["counters"] == "passed"
     assert (row["reference_ms"], row["candidate_ms"], row["speedup"], row["speedup_ci95"]) == (3.0, 2.0, 1.5, [1.4, 1.6])
+    assert row["ncu_kernel_ms"] == 2.5 and row["candidate_restarted"] == 1
+    assert row["flags"] == ["counters:time_below_kernels"]
+    assert "timed median over ncu's kernel time: lowest 0.80 (graph/l1/csr_spmv), median 0.80, over 1 episodes" in out.stdout
+    assert "flags: graph/l1/csr_spmv: counters:time_below_kernels" in out.stdout
 
 
 def test_the_gpus_samples_and_ncus_exclusive_ranges_are_summarized(tmp_path):

@@ -51,7 +51,10 @@ def episode_row(e: dict, label: str, commit: str) -> dict:
             "timing_setup_s": timing.get("setup_s"),
             "trial_wall_s": round(sum(t.get("wall_s", 0) for t in trials), 2),
             "retried_alone": sum(1 for t in trials if t.get("retried_alone")),
+            "candidate_restarted": sum(1 for t in trials if t.get("candidate_restarted")),
+            "flags": verdict.get("flags") or [],
             "counters": (stages.get("counters") or {}).get("status"),
+            "ncu_kernel_ms": ((stages.get("counters") or {}).get("metrics") or {}).get("kernel_time_ms"),
             "ncu_profiled_s": (stages.get("counters") or {}).get("profiled_s"),
             "ncu_lock_wait_s": (stages.get("counters") or {}).get("profiled_lock_wait_s"),
             "reference_ms": (timing.get("reference") or {}).get("median_ms"),
@@ -123,6 +126,14 @@ def main() -> int:
     if profiled:
         print(f"ncu profiled ranges, each alone on its GPU: {sum(profiled):.0f} s over {len(profiled)} episodes "
               f"(longest {max(profiled):.0f} s)")
+    ratios = sorted((r["candidate_ms"] / r["ncu_kernel_ms"], r["problem"]) for r in rows
+                    if r["candidate_ms"] and r["ncu_kernel_ms"])
+    if ratios:  # counters.TIME_FLOOR's margin: an honest candidate's timed median against ncu's kernel sum
+        print(f"timed median over ncu's kernel time: lowest {ratios[0][0]:.2f} ({ratios[0][1]}), "
+              f"median {ratios[len(ratios) // 2][0]:.2f}, over {len(ratios)} episodes")
+    flagged = sorted({f"{r['problem']}: {flag}" for r in rows for flag in r["flags"]})
+    if flagged:
+        print("flags: " + "; ".join(flagged))
     if args.gpu_samples and args.gpu_samples.is_file():
         print(gpu_busy(args.gpu_samples.read_text()))
     if args.rows:
