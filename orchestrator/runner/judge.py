@@ -351,20 +351,9 @@ class Judge:
         except torch.OutOfMemoryError:
             if not alone:
                 raise
-        free_before = _free_gpu_bytes(self.device, settle_s=0.0)
-        cand.kill()
         self.ref_models.clear()
-        freed = _free_gpu_bytes(self.device) - free_before
-        if self.device != "cpu":
-            torch.cuda.empty_cache()
-        total = _total_gpu_bytes(self.device)
-        if total and freed > CANDIDATE_GPU_SHARE * total:
-            raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
-                                                f"submission's process held {freed / 2**30:.1f} GiB of the GPU's "
-                                                f"{total / 2**30:.0f} GiB between calls")
-        ref = self.reference(shape, inputs)
-        restarted.append(f"the reference ran out of GPU memory beside the candidate's process "
-                         f"({freed / 2**30:.1f} GiB); it ran with that process stopped, then the candidate restarted")
+        ref, note = reference_without_candidate(lambda: self.reference(shape, inputs), cand.kill, self.device)
+        restarted.append(note)
         cand.restart()
         cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
         self._build(cand, shape)
@@ -585,6 +574,29 @@ def _free_gpu_bytes(device: str, settle_s: float = 0.5) -> int:
 
 def _total_gpu_bytes(device: str) -> int:
     return 0 if device == "cpu" else torch.cuda.get_device_properties(torch.device(device)).total_memory
+
+
+def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Callable[[], None],
+                                device: str) -> tuple[Any, str]:
+    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process
+    and measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the
+    submission's failure (an honest one holds little between calls); otherwise the reference is
+    computed (out of memory again: its own need, the judge's failure) and returned with a note
+    for the trial's record. The caller starts the candidate again. Shared by the core and
+    translation judges (docs/decisions.md, "Infra vs model")."""
+    free_before = _free_gpu_bytes(device, settle_s=0.0)
+    stop_candidate()
+    freed = _free_gpu_bytes(device) - free_before
+    if device != "cpu":
+        torch.cuda.empty_cache()
+    total = _total_gpu_bytes(device)
+    if total and freed > CANDIDATE_GPU_SHARE * total:
+        raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
+                                            f"submission's process held {freed / 2**30:.1f} GiB of the GPU's "
+                                            f"{total / 2**30:.0f} GiB between calls")
+    ref = compute()
+    return ref, (f"the reference ran out of GPU memory beside the candidate's process ({freed / 2**30:.1f} GiB "
+                 f"freed when it stopped); it ran with that process stopped, then the candidate restarted")
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -30,8 +30,8 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.judge import forged_message, gpu_lock, stress_trials, timed_stages, timing_after_setup
-from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info, run_stages,
-                                       serve_verdict)
+from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
+                                       reference_without_candidate, run_stages, serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
 
@@ -40,16 +40,25 @@ class Library(ProcessHandle):
     """One built library in its own process; every call has a deadline."""
 
     def __init__(self, role: str, job: dict[str, Any], library: str, log_path: str, timeout_s: float):
-        ctx = mp.get_context("spawn")
         self.role, self.log_path = role, log_path
+        self._start = (job["task_dir"], library, job["symbol"], job["device"], log_path)
+        self._spawn(timeout_s)
+
+    def _spawn(self, timeout_s: float) -> None:
+        ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         from orchestrator.translation import libworker
 
-        self.proc = ctx.Process(target=libworker.serve, daemon=True,
-                                args=(child, job["task_dir"], library, job["symbol"], job["device"], log_path))
+        self.proc = ctx.Process(target=libworker.serve, daemon=True, args=(child, *self._start))
         self.proc.start()
         child.close()
         self._reply(timeout_s, "load")
+
+    def restart(self, timeout_s: float) -> None:
+        """A fresh process with the library loaded, in place of this one."""
+        self.kill()
+        self.conn.close()
+        self._spawn(timeout_s)
 
     def _reply(self, timeout_s: float, what: str) -> dict[str, Any]:
         if not self.conn.poll(timeout_s):
@@ -128,22 +137,37 @@ class TranslationJudge:
 
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+        lock, restarted = self.job.get("gpu_lock"), None
+        with gpu_lock(lock, shared=True):
             inputs = self.inputs(shape, self._seed())
-            ref = self.reference(inputs)
-            t0 = time.perf_counter()
-            written = tuple(getattr(self.glue, "OUTPUTS", ()))
-            reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
-            wall = time.perf_counter() - t0
+            try:
+                ref = self.reference(inputs)
+            except torch.OutOfMemoryError:  # perhaps held by the candidate's library (core: Judge._reference_beside)
+                ref = None
+            if ref is not None:
+                reply, wall = self._run(lib, inputs)
+        if ref is None:
+            with gpu_lock(lock, shared=False):
+                ref, restarted = reference_without_candidate(lambda: self.reference(inputs), lib.kill, self.device)
+            lib.restart(self.timeout)
+            with gpu_lock(lock, shared=True):
+                reply, wall = self._run(lib, inputs)
         if reply["mutated_inputs"]:
             raise StageFailure("hack_detected", f"input_mutation: the kernel modified input(s) "
                                                 f"{reply['mutated_inputs']}, which it only reads")
         result = compare_outputs(reply["output"], ref, self.manifest["tolerance"])
         record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": result.message,
                        "wall_s": wall, "max_abs_err": result.max_abs_err, "rel_norm_err": result.rel_norm_err,
-                       "mismatch_fraction": result.mismatch_fraction})
+                       "mismatch_fraction": result.mismatch_fraction,
+                       **({"candidate_restarted": restarted} if restarted else {})})
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+
+    def _run(self, lib: Library, inputs: tuple[Any, ...]) -> tuple[dict[str, Any], float]:
+        t0 = time.perf_counter()
+        written = tuple(getattr(self.glue, "OUTPUTS", ()))
+        reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+        return reply, time.perf_counter() - t0
 
     def correctness(self, cand: Library) -> None:
         trials: list[dict[str, Any]] = []

@@ -253,3 +253,43 @@ def test_the_judge_runs_inside_a_local_sandbox_with_copied_libraries(tmp_path: P
     record = _assemble(TASK, TASK.file("h100.cu"), 0.0, result, {"wall_s": 1.0}, {}, result.pop("sandbox_backend"))
     jsonschema.validate(record, result_schema)
     assert record["sandbox"] == {"backend": "local"}
+
+
+HOLDS_THE_GPU = CORRECT + """
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void say_who_holds_the_gpu(void) {
+  FILE* f = fopen(getenv("HOG_PID_FILE"), "w");
+  if (f) { fprintf(f, "%d", (int)getpid()); fclose(f); }
+}
+"""
+
+
+def test_a_reference_out_of_memory_beside_the_candidate_library_runs_with_it_stopped(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """The task's reference (in the judge) "runs out of GPU memory" while the candidate library's
+    process lives: on a CPU machine, what a library holding the GPU's memory does to it. Not an infra
+    error (the report would drop the episode): the library's process is stopped, the reference
+    computed, the library loaded again; nothing measures its memory here, so it is not blamed."""
+    task_dir = tmp_path / "task"
+    shutil.copytree(TASK.path, task_dir)
+    glue = task_dir / "task.py"
+    glue.write_text(glue.read_text().replace("def reference(inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:\n", (
+        "def reference(inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:\n"
+        "    import os\n"
+        "    try:\n"
+        "        os.kill(int(open(os.environ['HOG_PID_FILE']).read()), 0)\n"
+        "    except (KeyError, OSError, ValueError):\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory (the candidate library holds the GPU)')\n"), 1))
+    assert "OutOfMemoryError" in glue.read_text()
+    monkeypatch.setenv("HOG_PID_FILE", str(tmp_path / "candidate.pid"))
+    job = {**_job(tmp_path, HOLDS_THE_GPU, mode="check"), "task_dir": str(task_dir)}
+    result = run_judge(job, timeout_s=300)
+    assert result["failure_class"] is None, result["failure_detail"][-1500:]
+    trials = result["stages"]["correctness"]["trials"]
+    assert len(trials) == 3 and all(t["passed"] for t in trials)
+    assert all("it ran with that process stopped" in t["candidate_restarted"] for t in trials)
+
