@@ -147,7 +147,6 @@ def _run_errors(entry: Entry, device: str, peaks: dict[str, float]) -> Iterator[
             yield "/constraints", "no shape near the maximum satisfies the constraints"
             return
         shapes += [("default", default_shape(params, "cuda"), "cuda"), ("maximum", maximum, "cuda")]
-    inputs = out = ref = None
     for label, shape, dev in shapes:
         if dev == "cuda":
             inputs = out = ref = None  # the last shape's tensors must not count in this one's peak
@@ -164,8 +163,9 @@ def _run_errors(entry: Entry, device: str, peaks: dict[str, float]) -> Iterator[
             yield str(ref_path), f"fails at the {label} shape {shape}: {type(exc).__name__}: {exc}"
             continue
         if label == "maximum":
-            peaks[entry.id] = torch.cuda.max_memory_allocated() / 2**30
-            if excess := _memory_excess(torch.cuda.max_memory_allocated()):
+            peak = torch.cuda.max_memory_allocated()
+            peaks[entry.id] = peak / 2**30
+            if excess := _memory_excess(peak):
                 yield str(ref_path), f"needs {excess} at the maximum shape {shape}"
         if any(o.is_floating_point() and not bool(torch.isfinite(o).all()) for o in ref):
             yield str(ref_path), f"the reference output has NaN/Inf at the {label} shape"

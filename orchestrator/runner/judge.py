@@ -313,23 +313,22 @@ class Judge:
                 raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
             return self.problem.compare(to_device(inputs, self.device), reply["output"], ref), wall
 
-        alone = not self._shares_gpu()
-        restarted: list[str] = []
+        shared, retried, restarted = self._shares_gpu(), False, []
         try:
             with self.gpu_shared():
-                result, wall = self._released_after(cand, lambda: attempt(alone, restarted))
+                result, wall = self._released_after(cand, lambda: attempt(not shared, restarted))
         except (torch.OutOfMemoryError, StageFailure) as exc:
-            if alone or not _out_of_memory(exc):
+            if not (shared and _out_of_memory(exc)):
                 raise
             # Other evaluations' trials share this GPU and may have held the memory that ran
             # out: the same trial once more with the GPU to itself (every judge releases its
             # cache after each trial).
-            alone = True
+            retried = True
             with self.gpu_alone():
-                result, wall = self._released_after(cand, lambda: attempt(alone, restarted))
+                result, wall = self._released_after(cand, lambda: attempt(True, restarted))
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
-        if alone and self._shares_gpu():
+        if retried:
             entry["retried_alone"] = "out of GPU memory beside other evaluations' trials"
         if restarted:
             entry["candidate_restarted"] = restarted[0]

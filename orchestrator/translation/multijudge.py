@@ -76,6 +76,14 @@ class RankGroup:
     def _failure(self) -> str:
         return "runtime_error" if self.role == "candidate" else "infra_error"
 
+    def _rank_died(self, rank: int, when: str) -> StageFailure:
+        """A rank found dead: its exit code and log, every rank stopped."""
+        self.procs[rank].join(timeout=5)
+        detail = (f"{self.role}: rank {rank} died {when} "
+                  f"(exit code {self.procs[rank].exitcode}){self.log_tail(rank)}")
+        self.kill()
+        return StageFailure(self._failure(), detail)
+
     def _gather(self, what: str, timeout_s: float | None = None) -> list[dict[str, Any]]:
         """Every rank's reply; a rank that dies is reported at once, not after the others time out."""
         limit = timeout_s or self.timeout
@@ -96,11 +104,7 @@ class RankGroup:
                     self.kill()
                     raise forged_message(exc, f"{self.role} rank {rank}'s process", untrusted=self.role == "candidate")
                 except (EOFError, OSError):
-                    self.procs[rank].join(timeout=5)
-                    detail = (f"{self.role}: rank {rank} died during {what} "
-                              f"(exit code {self.procs[rank].exitcode}){self.log_tail(rank)}")
-                    self.kill()
-                    raise StageFailure(self._failure(), detail)
+                    raise self._rank_died(rank, f"during {what}")
         errors = []
         for rank in sorted(replies):
             reply = replies[rank]
@@ -117,11 +121,7 @@ class RankGroup:
             try:
                 wire.send(conn, msg)
             except OSError:  # gone already: it crashed, or we killed it after a forged reply
-                self.procs[rank].join(timeout=5)
-                detail = (f"{self.role}: rank {rank} died before {what} "
-                          f"(exit code {self.procs[rank].exitcode}){self.log_tail(rank)}")
-                self.kill()
-                raise StageFailure(self._failure(), detail) from None
+                raise self._rank_died(rank, f"before {what}") from None
         return self._gather(what, timeout_s)
 
     def log_tail(self, rank: int, n: int = 2000) -> str:
