@@ -10,7 +10,7 @@ The command is `nvcc -shared` with the manifest's std, flags and include directo
 (inside the unpacked pins), plus the task folder. Libraries are cached on disk under
 `cache_dir/translation/builds/<task>/<side>-<key>/`, the key hashing everything that
 went into the build: the nvcc version, the command, the adapter, header and candidate
-texts, and the pins' sha256 (which fix every upstream file).
+texts, and the pins' sha256 with their source fixes (which fix every upstream file).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from orchestrator.errors import InfraError, UserError
-from orchestrator.translation import buildjail
+from orchestrator.translation import buildjail, sources
 from orchestrator.translation.catalog import Task
 
 SIDES = ("a100", "h100", "candidate")
@@ -124,7 +124,7 @@ def cache_key(task: Task, side: str, cmd: list[str], source: Path, roots: Mappin
         "command": [c.replace(str(task.path.parent.parent), "<translation>") for c in _canonical(cmd, roots)[1:]],
         "source": hashlib.sha256(source.read_bytes()).hexdigest(),
         "header": hashlib.sha256(task.file(m["entry"]["header"]).read_bytes()).hexdigest(),
-        "pins": sorted(p["sha256"] for p in m["pins"].values()),
+        "pins": sorted(pin.identity for pin in sources.pins_of(m).values()),
         "local": _local_digest(task),
         "side": side,
     }

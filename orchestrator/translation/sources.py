@@ -6,6 +6,11 @@ relative to. Layout under `cache_dir/translation/`:
 
     downloads/<file>            verified archives (re-verified on every use)
     src/<sha256[:16]>/          the unpacked archive; `.complete` marks a finished unpack
+    src/<sha256[:16]>-fix<d>/   the same with the pin's source fixes applied (d: their digest)
+
+A source fix is an upstream bug we fix at unpack time rather than copy a corrected file into
+the repository: one exact text replacement in one file whose upstream sha256 is pinned, so it
+applies to that file only, exactly once, or the unpack fails (docs/decisions.md, "Source fixes").
 
 Offline machines: put the archives in a folder and pass it as `search_dirs` (the
 `--pins-dir` flag); they are copied into the cache after verification. Every failure
@@ -38,6 +43,18 @@ class PinError(UserError):
 
 
 @dataclass(frozen=True)
+class SourceFix:
+    path: str  # relative to the pin's root
+    sha256: str  # of the upstream file, before the fix
+    old: str
+    new: str
+
+    @classmethod
+    def from_manifest(cls, spec: Mapping[str, Any]) -> "SourceFix":
+        return cls(spec["path"], spec["sha256"], spec["old"], spec["new"])
+
+
+@dataclass(frozen=True)
 class Pin:
     key: str
     package: str
@@ -46,15 +63,25 @@ class Pin:
     sha256: str
     size: int
     root: str
+    fixes: tuple[SourceFix, ...] = ()
 
     @classmethod
     def from_manifest(cls, key: str, spec: Mapping[str, Any]) -> "Pin":
+        fixes = tuple(SourceFix.from_manifest(f) for f in spec.get("fixes", ()))
         return cls(key, spec["package"], spec["version"], spec["file"], spec["sha256"], int(spec["size"]),
-                   spec.get("root", ""))
+                   spec.get("root", ""), fixes)
 
     @property
     def label(self) -> str:
         return f"pin {self.key} ({self.file})"
+
+    @property
+    def identity(self) -> str:
+        """What fixes the unpacked files: the archive's sha256, and the fixes' digest if any."""
+        if not self.fixes:
+            return self.sha256
+        digest = hashlib.sha256(json.dumps([vars(f) for f in self.fixes], sort_keys=True).encode()).hexdigest()
+        return f"{self.sha256}-fix{digest[:12]}"
 
 
 def translation_cache(cache_dir: Path) -> Path:
@@ -153,15 +180,34 @@ def _extract(archive: Path, target: Path) -> None:
         raise PinError(f"{archive}: unknown archive type")
 
 
+def apply_fixes(pin: Pin, root: Path) -> None:
+    """Apply the pin's source fixes under `root`, or raise PinError naming the fix that does not fit."""
+    for fix in pin.fixes:
+        path = root / fix.path
+        where = f"{pin.label}: source fix of {fix.path}"
+        if not path.is_file():
+            raise PinError(f"{where}: no such file in the archive")
+        actual = sha256_of(path)
+        if actual != fix.sha256:
+            raise PinError(f"{where}: the upstream file's sha256 is {actual}, the fix expects {fix.sha256}")
+        text = path.read_text()
+        count = text.count(fix.old)
+        if count != 1:
+            raise PinError(f"{where}: the text to replace occurs {count} times, not once: {fix.old!r}")
+        path.write_text(text.replace(fix.old, fix.new))
+
+
 def unpack(pin: Pin, archive: Path, cache_dir: Path) -> Path:
-    """Unpack once into src/<sha256[:16]>/ and return the pin's root inside it."""
-    top = translation_cache(cache_dir) / "src" / pin.sha256[:16]
+    """Unpack once into src/<sha256[:16]>/ (with fixes: src/<sha256[:16]>-fix<d>/) and return the
+    pin's root inside it."""
+    top = translation_cache(cache_dir) / "src" / (pin.sha256[:16] + pin.identity[64:])
     if not (top / ".complete").is_file():
         top.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=top.parent, prefix=".unpack-"))
         try:
             _extract(archive, tmp)
-            (tmp / ".complete").write_text(f"{pin.file} {pin.sha256}\n")
+            apply_fixes(pin, tmp / pin.root if pin.root else tmp)
+            (tmp / ".complete").write_text(f"{pin.file} {pin.identity}\n")
             if not (top / ".complete").is_file():  # another process may have finished first: keep its copy
                 if top.exists():
                     shutil.rmtree(top)  # a stale, unfinished unpack

@@ -217,3 +217,21 @@ def test_build_key_follows_our_headers_in_the_task_folder_and_in_named_siblings(
     assert len(set(keys)) == 4
     (a / "task.py").write_text("# edited\n")           # Python glue is not part of the build
     assert _local_digest(task) == keys[-1]
+
+
+def test_build_key_follows_a_pins_source_fixes(cache_dir: Path) -> None:
+    """The same manifest file with and without tr-fa2-bwd's source fix must not share a cached library."""
+    import copy
+
+    from orchestrator.translation.catalog import Task
+
+    task = find_task("tr-fa2-bwd", REPO_ROOT / "translation")
+    upstream = Task(task.path, copy.deepcopy(task.manifest))
+    del upstream.manifest["pins"]["cutlass42"]["fixes"]
+    keys = []
+    for variant in (task, upstream):
+        roots = sources.prepare(variant.manifest, cache_dir)
+        cmd = builds.command(variant, "h100", roots, builds.source_for(variant, "h100", None), Path("lib.so"),
+                             nvcc="nvcc")
+        keys.append(builds.cache_key(variant, "h100", cmd, builds.source_for(variant, "h100", None), roots))
+    assert keys[0] != keys[1]

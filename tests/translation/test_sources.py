@@ -80,3 +80,50 @@ def test_calibration_task_pins_and_paths(cache_dir: Path) -> None:
     broken["h100"]["sources"] = ["examples/cute/tutorial/hopper/missing.cu"]
     with pytest.raises(sources.PinError, match="h100 source 'examples/cute/tutorial/hopper/missing.cu' not found"):
         sources.prepare(broken, cache_dir)
+
+
+def _fixed_pin(cache_dir: Path, **fix: str) -> tuple[sources.Pin, Path]:
+    """SMALL_PIN with one source fix to include/flux/flux.h; the pristine unpack to compare with."""
+    pin = sources.Pin.from_manifest("flux", SMALL_PIN)
+    pristine = sources.unpack(pin, sources.fetch(pin, cache_dir), cache_dir)
+    spec = {"path": "include/flux/flux.h", "sha256": sources.sha256_of(pristine / "include/flux/flux.h"),
+            "old": "#pragma once", "new": "#pragma once  // fixed", "why": "a test of source fixes"}
+    spec.update(fix)
+    return sources.Pin.from_manifest("flux", dict(SMALL_PIN, fixes=[spec])), pristine
+
+
+def test_a_source_fix_applies_in_a_tree_of_its_own(cache_dir: Path) -> None:
+    pin, pristine = _fixed_pin(cache_dir)
+    fixed = sources.unpack(pin, sources.fetch(pin, cache_dir), cache_dir)
+    assert fixed != pristine and fixed.parent.name.startswith(SMALL_PIN["sha256"][:16] + "-fix")
+    assert "#pragma once  // fixed" in (fixed / "include/flux/flux.h").read_text()
+    assert "// fixed" not in (pristine / "include/flux/flux.h").read_text()  # other tasks keep upstream's file
+    assert pin.identity != SMALL_PIN["sha256"] and pin.identity.startswith(SMALL_PIN["sha256"])
+
+
+@pytest.mark.parametrize("fix, message", [
+    ({"sha256": "1" * 64}, "source fix of include/flux/flux.h: the upstream file's sha256 is "),
+    ({"old": "no such text"}, "the text to replace occurs 0 times, not once"),
+    ({"old": "#include"}, "occurs 21 times, not once"),
+    ({"path": "include/flux/missing.h"}, "source fix of include/flux/missing.h: no such file in the archive"),
+])
+def test_a_source_fix_that_does_not_fit_fails_in_one_line(cache_dir: Path, tmp_path: Path, fix: dict,
+                                                          message: str) -> None:
+    pin, _ = _fixed_pin(cache_dir, **fix)
+    with pytest.raises(sources.PinError, match=message) as err:
+        sources.unpack(pin, sources.fetch(pin, cache_dir), tmp_path)
+    assert str(err.value).startswith("pin flux (byte_flux-1.0.4.tar.gz): ") and "\n" not in str(err.value)
+    assert not list((tmp_path / "translation" / "src").glob("*/.complete"))  # nothing half-fixed is kept
+
+
+def test_fa2_bwd_reference_gets_examples_88_race_fix(cache_dir: Path) -> None:
+    """tr-fa2-bwd's cutlass42 pin carries the dQ reducer's fix; tasks sharing the pin keep upstream's file."""
+    relpath = "examples/88_hopper_fmha/collective/fmha_collective_bwd_tma_warpspecialized.hpp"
+    fa2 = find_task("tr-fa2-bwd", REPO_ROOT / "translation")
+    fixed = sources.prepare(fa2.manifest, cache_dir)["cutlass42"] / relpath
+    upstream = sources.prepare(find_task("tr-cutlass-cute-hgemm", REPO_ROOT / "translation").manifest,
+                               cache_dir)["cutlass42"] / relpath
+    assert upstream.read_text().count("tma_store_wait<1>();") == 1
+    assert fixed.read_text().count("tma_store_wait<1>();") == 0
+    assert fixed.read_text().count("tma_store_wait<0>();") == 2
+    assert fixed.read_text() == upstream.read_text().replace("tma_store_wait<1>();", "tma_store_wait<0>();")
