@@ -1,0 +1,113 @@
+"""Does tr-fa2-bwd's source fix remove the wrong-dQ patches of CUTLASS example 88's backward?
+
+The fix (the cutlass42 pin's `fixes` in the task's manifest) makes the dQ reducer warp wait for
+every TMA reduce-add's shared-memory reads before it releases the stage (docs/decisions.md,
+"Source fixes"). The race it closes needs a reduce-add slower than the MMA warpgroups' next
+tile: a loaded GPU. So this script builds the H100 reference twice, with the fix and without
+it, starts a process that loads the GPU (fp32 matmuls and 2 GiB copies, as the judge's fp32
+reference and other lanes do in a real run), and calls each library for SECONDS on one input
+set at the disclosed shape, each in a process of its own (two builds of the same CUTLASS
+templates in one process share symbols). Every call's dQ is checked against the fp32
+reference with the task's tolerance; a failure prints its first places (batch, seq, head,
+dim): the race puts its patch at the end of a 64x128 tile. Writes $OUT/fa2_bwd_race.json.
+
+    OUT=... python3 scripts/gpu/fa2_bwd_race.py [--seconds 45]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+TASK = "tr-fa2-bwd"
+PINS = os.environ.get("POPCORN_TRANSLATION_PINS", ".carry/translation-pins")
+SHAPE = {"batch": 4, "seqlen": 4096, "heads": 16, "head_dim": 128, "causal": False}  # the disclosed shape
+LOAD = """
+import torch
+a = torch.randn(8192, 8192, device="cuda"); b = torch.empty(512 << 20, device="cuda"); c = torch.empty_like(b)
+while True:
+    a @ a; c.copy_(b)
+"""
+
+
+def build_both() -> dict[str, str]:
+    """The H100 reference's library with the source fix and without it."""
+    from orchestrator.config import Settings
+    from orchestrator.translation import builds, sources
+    from orchestrator.translation.catalog import Task, find_task
+
+    settings = Settings()
+    fixed = find_task(TASK, settings.translation_dir)
+    upstream = Task(fixed.path, copy.deepcopy(fixed.manifest))
+    for pin in upstream.manifest["pins"].values():
+        pin.pop("fixes", None)
+
+    def build(task: Task) -> str:
+        roots = sources.prepare(task.manifest, settings.cache_dir, [Path(PINS)], offline=True)
+        return str(builds.build(task, "h100", roots, settings.cache_dir).library)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(("fixed", "upstream"), pool.map(build, (fixed, upstream))))
+
+
+def call_for(library: str, seconds: float) -> dict:
+    """In this process: call `library` for `seconds` on one input set; count calls outside tolerance."""
+    import torch
+
+    from orchestrator.runner.problem import import_file
+    from orchestrator.translation.catalog import find_task
+    from orchestrator.translation.libworker import load_entry
+
+    task = find_task(TASK, REPO / "translation")
+    glue = import_file(task.path / "task.py", "popcorn_race_glue")
+    entry = load_entry(library, task.manifest["entry"]["symbol"], glue.ARGTYPES)
+    inputs = glue.get_inputs(SHAPE, torch.Generator().manual_seed(5), "cuda")
+    ref, tol = glue.reference(inputs)[0].float(), task.manifest["tolerance"]
+    calls, failed, end = 0, [], time.time() + seconds
+    while time.time() < end:
+        fresh = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
+        dq = glue.launch(entry, fresh, torch.cuda.current_stream().cuda_stream)[0].float()
+        bad = ((dq - ref).abs() > tol["atol"] + tol["rtol"] * ref.abs()).nonzero()
+        calls += 1
+        if len(bad):
+            failed.append(bad[:4].tolist())
+    return {"library": library, "calls": calls, "failed_calls": len(failed), "first_failures": failed[:20]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=45, help="calls per library, in seconds")
+    parser.add_argument("--child", metavar="LIBRARY", help=argparse.SUPPRESS)  # one library's process
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(call_for(args.child, args.seconds)), flush=True)
+        return 0
+    t0 = time.time()
+    libraries = build_both()
+    report: dict = {"task": TASK, "shape": SHAPE, "build_s": round(time.time() - t0, 1)}
+    load = subprocess.Popen([sys.executable, "-c", LOAD])
+    try:
+        for name, library in libraries.items():
+            child = subprocess.run([sys.executable, __file__, "--child", library, "--seconds", str(args.seconds)],
+                                   capture_output=True, text=True, timeout=args.seconds + 300)
+            lines = child.stdout.strip().splitlines()
+            report[name] = json.loads(lines[-1]) if child.returncode == 0 and lines else {
+                "rc": child.returncode, "stderr": child.stderr[-2000:]}
+            print(name, {k: report[name].get(k) for k in ("calls", "failed_calls", "rc")}, flush=True)
+    finally:
+        load.kill()
+    (Path(os.environ.get("OUT", ".")) / "fa2_bwd_race.json").write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
