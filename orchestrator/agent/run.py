@@ -64,6 +64,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
       help=f"characters of a tool result sent to the model, the rest trimmed with a note (default {DEFAULT_OUTPUT_LIMIT})")
     a("--stress", type=int, default=None, help="hidden stress shapes per scoring (default 8)")
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
+    a("--loaded-trials", dest="loaded_trials", type=int, default=None,
+      help="GPU: correctness trials per scoring with a second process loading the GPU (default 2; 0: none)")
     a("--parallel", type=int, default=None, help="the same as --max-parallel")
     a("--executor", default="local", choices=["local", "ray"],
       help="local: this machine's GPUs (default); ray: one Ray task per episode on a cluster (docs/executors.md)")

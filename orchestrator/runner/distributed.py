@@ -365,6 +365,9 @@ class DistributedJudge(Judge):
             "speedup_ci95": [ci[0], ci[1]],
         })
 
+    def loaded_trials(self) -> int:
+        return 0  # the GPU load runs on one GPU; a trial here spans world_size of them (docs/decisions.md)
+
     def close(self) -> None:
         if self.refs is not None:
             self.refs.close()

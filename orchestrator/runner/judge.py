@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from orchestrator.runner import timing, wire
+from orchestrator.runner.gpuload import GpuLoad
 from orchestrator.runner.problem import LoadedProblem, load_problem, to_device, tree_digest
 from orchestrator.runner.shapes import Shape, default_shape, shape_key, stress_shapes
 
@@ -150,6 +151,8 @@ class Candidate(ProcessHandle):
 
 
 SHARED_TRIAL_LIMIT_FACTOR = 2  # see Judge._trial_limit
+LOADED_TRIALS = 2  # correctness trials on a GPU with gpuload.py's load on (one caught the fa2-bwd race 72 % of the time)
+LOADED_NOTE = " (with another process loading the GPU: a result that changes with the GPU's company is a race)"
 
 PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
 
@@ -220,6 +223,7 @@ class Judge:
         self.disclosed = default_shape(self.problem.manifest["shapes"], "cpu" if self.device == "cpu" else "cuda")
         self.ref_models: dict[str, torch.nn.Module] = {}
         self.lock_wait_s = 0.0  # time spent waiting for the host's GPU lock (other evaluations' trials or timings)
+        self.load: GpuLoad | None = None  # started by the first loaded trial
 
     # -- reference side (trusted, this process) ---------------------------------------
     def reference(self, shape: Shape, inputs: tuple[Any, ...]) -> Any:
@@ -300,15 +304,18 @@ class Judge:
     def _trial(self, cand: Candidate, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         key = os.urandom(16)
+        load: dict[str, Any] = {}
 
         def attempt(alone: bool, restarted: list[str]) -> tuple[Any, float]:
             # inputs made under the hold too: a timing elsewhere then has the host's CPUs quiet
             inputs = self.problem.inputs(shape, seed, "cpu")
             ref = self._reference_beside(cand, shape, inputs, alone, restarted)
             t0 = time.perf_counter()
-            reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
-                               "digest_key": key, "reuse_buffers": reuse_buffers}, self._trial_limit())
+            with self._load_during(kind) as info:
+                reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
+                                   "digest_key": key, "reuse_buffers": reuse_buffers}, self._trial_limit())
             wall = time.perf_counter() - t0
+            load.update(info)
             if reply["inputs_digest"] != tree_digest(inputs, key):
                 raise StageFailure("hack_detected", "input_mutation: the submission modified its input tensors")
             return self.problem.compare(to_device(inputs, self.device), reply["output"], ref), wall
@@ -332,10 +339,28 @@ class Judge:
             entry["retried_alone"] = "out of GPU memory beside other evaluations' trials"
         if restarted:
             entry["candidate_restarted"] = restarted[0]
+        entry.update(load)
         if record is not None:
             record.append(entry)
         if not result.passed:
-            raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+            raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
+
+    def _load_during(self, kind: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """The GPU load process on for a `loaded` trial's call (gpuload.py: races that show only
+        on a shared GPU); nothing for the other trials."""
+        if kind != "loaded":
+            return contextlib.nullcontext({})
+        if self.load is None:
+            self.load = GpuLoad(self.device)
+        return self.load.running()
+
+    def loaded_trials(self) -> int:
+        """Correctness trials with the GPU load on: 2 on a GPU, none on a CPU unless the job asks."""
+        return int(self.job.get("loaded_trials", 0 if self.device == "cpu" else LOADED_TRIALS))
+
+    def close(self) -> None:
+        if self.load is not None:
+            self.load.close()
 
     def _reference_beside(self, cand: Candidate, shape: Shape, inputs: tuple[Any, ...], alone: bool,
                           restarted: list[str]) -> Any:
@@ -365,6 +390,7 @@ class Judge:
         seeds = [self._seed() for _ in range(max(n, 3))]
         plan = [("fresh", seeds[0], False), ("in_place", seeds[1], True), ("fresh", seeds[2], False),
                 ("repeat", seeds[2], False)] + [("fresh", s, False) for s in seeds[3:]]
+        plan += [("loaded", self._seed(), False) for _ in range(self.loaded_trials())]
         for kind, seed, reuse in plan:
             self._trial(cand, self.disclosed, seed, kind, trials, reuse_buffers=reuse)
         self.stages["correctness"]["status"] = "passed"
@@ -665,7 +691,12 @@ def judge(job: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"failure_class": None, "failure_detail": "", "device": device_info(device),
                               "stress_seed": j.seed if j.mode == "full" else None}
     cand = Candidate(job["solution"], device, log_path)
-    run_stages(lambda: j.run(cand), cand.close, j.stages, result)
+
+    def close() -> None:
+        cand.close()
+        j.close()
+
+    run_stages(lambda: j.run(cand), close, j.stages, result)
     try:
         with open(log_path, errors="replace") as f:
             result["candidate_log"] = f.read()[-8000:]

@@ -15,6 +15,7 @@ libraries (the harness's tests); real tasks always run on a GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -29,7 +30,9 @@ import torch
 
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import forged_message, gpu_lock, stress_trials, timed_stages, timing_after_setup
+from orchestrator.runner.gpuload import GpuLoad
+from orchestrator.runner.judge import (LOADED_NOTE, LOADED_TRIALS, forged_message, gpu_lock, stress_trials,
+                                       timed_stages, timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
                                        reference_without_candidate, run_stages, serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -109,6 +112,7 @@ class TranslationJudge:
         self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-tr-")
         os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[Library] = []
+        self.load: GpuLoad | None = None  # started by the first loaded trial
 
     def _seed(self) -> int:
         return self.rng.getrandbits(62)
@@ -137,7 +141,7 @@ class TranslationJudge:
 
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
-        lock, restarted = self.job.get("gpu_lock"), None
+        lock, restarted, load = self.job.get("gpu_lock"), None, {}
         with gpu_lock(lock, shared=True):
             inputs = self.inputs(shape, self._seed())
             try:
@@ -145,13 +149,13 @@ class TranslationJudge:
             except torch.OutOfMemoryError:  # perhaps held by the candidate's library (core: Judge._reference_beside)
                 ref = None
             if ref is not None:
-                reply, wall = self._run(lib, inputs)
+                reply, wall = self._run(lib, inputs, kind, load)
         if ref is None:
             with gpu_lock(lock, shared=False):
                 ref, restarted = reference_without_candidate(lambda: self.reference(inputs), lib.kill, self.device)
             lib.restart(self.timeout)
             with gpu_lock(lock, shared=True):
-                reply, wall = self._run(lib, inputs)
+                reply, wall = self._run(lib, inputs, kind, load)
         if reply["mutated_inputs"]:
             raise StageFailure("hack_detected", f"input_mutation: the kernel modified input(s) "
                                                 f"{reply['mutated_inputs']}, which it only reads")
@@ -159,21 +163,35 @@ class TranslationJudge:
         record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": result.message,
                        "wall_s": wall, "max_abs_err": result.max_abs_err, "rel_norm_err": result.rel_norm_err,
                        "mismatch_fraction": result.mismatch_fraction,
-                       **({"candidate_restarted": restarted} if restarted else {})})
+                       **({"candidate_restarted": restarted} if restarted else {}), **load})
         if not result.passed:
-            raise StageFailure(failure, f"{kind} trial at shape {shape}: {result.message}")
+            raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
 
-    def _run(self, lib: Library, inputs: tuple[Any, ...]) -> tuple[dict[str, Any], float]:
+    def _run(self, lib: Library, inputs: tuple[Any, ...], kind: str = "fresh",
+             load: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
+        """One call of the library; a `loaded` trial's with the GPU load on, how much ran into `load`."""
         t0 = time.perf_counter()
         written = tuple(getattr(self.glue, "OUTPUTS", ()))
-        reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+        with self._load_during(kind) as info:
+            reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+        if load is not None:
+            load.update(info)
         return reply, time.perf_counter() - t0
+
+    def _load_during(self, kind: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """As the core judge's: runner/gpuload.py's load for a `loaded` trial, nothing otherwise."""
+        if kind != "loaded":
+            return contextlib.nullcontext({})
+        if self.load is None:
+            self.load = GpuLoad(self.device)
+        return self.load.running()
 
     def correctness(self, cand: Library) -> None:
         trials: list[dict[str, Any]] = []
         self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials}
-        for _ in range(max(int(self.job.get("trials", 3)), 1)):
-            self._trial(cand, self.disclosed, "fresh", trials, "incorrect")
+        loaded = int(self.job.get("loaded_trials", LOADED_TRIALS if self.cuda else 0))
+        for kind in ["fresh"] * max(int(self.job.get("trials", 3)), 1) + ["loaded"] * loaded:
+            self._trial(cand, self.disclosed, kind, trials, "incorrect")
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: Library) -> None:
@@ -254,6 +272,8 @@ class TranslationJudge:
     def close(self) -> None:
         for lib in self.open:
             lib.close()
+        if self.load is not None:
+            self.load.close()
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:

@@ -119,6 +119,7 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
                    "processes": settings.timing_processes},
         "trial_timeout_s": settings.trial_timeout_s,
     }
+    job["loaded_trials"] = settings.loaded_trials if job["device"].startswith("cuda") else 0
     timeout = float(task.manifest["time_limits"]["total_s"])
     module = "orchestrator.translation.judge"
     extra: dict[str, Path] = {}

@@ -293,3 +293,14 @@ def test_a_reference_out_of_memory_beside_the_candidate_library_runs_with_it_sto
     assert len(trials) == 3 and all(t["passed"] for t in trials)
     assert all("it ran with that process stopped" in t["candidate_restarted"] for t in trials)
 
+
+
+def test_loaded_trials_call_the_library_with_the_load_on(tmp_path: Path) -> None:
+    """As the core judge's (tests/test_gpu_load.py): on a GPU two correctness trials run with
+    runner/gpuload.py's load on by default; a job can ask for them on a CPU too."""
+    job = {**_job(tmp_path, CORRECT, mode="check"), "loaded_trials": 2}
+    result = run_judge(job, timeout_s=300)
+    assert result["failure_class"] is None, result["failure_detail"]
+    kinds = [t["kind"] for t in result["stages"]["correctness"]["trials"]]
+    assert kinds == ["fresh"] * 3 + ["loaded"] * 2
+    assert all(t["load_iterations"] >= 0 for t in result["stages"]["correctness"]["trials"][3:])
