@@ -295,3 +295,79 @@ class ModelNew(ModelNew):
     verdict = _verdict(proc, stdout, nonce)
     assert verdict["failure_class"] is None, verdict.get("failure_detail")
     assert "retried_alone" in verdict["stages"]["correctness"]["trials"][0]
+
+
+@pytest.mark.gpu
+def test_a_submission_that_takes_the_gpu_during_timing_fails_when_the_reference_runs_out(tmp_path):
+    """On a GPU: the submission holds nothing through correctness and stress (7 calls: 4 trials, 2
+    loaded, 1 stress shape), then takes 60 % of the GPU at its first timed call; the reference,
+    timed beside it and needing 45 %, runs out of memory. Stopping the candidate frees more than
+    half the GPU: runtime_error, not the infra_error that no rate counts."""
+    import torch
+
+    problem = tmp_path / "csr_spmv"
+    shutil.copytree(PROBLEM, problem)
+    reference = problem / "reference.py"
+    head = "    def forward(self, rowptr, col, val, x):\n"
+    reference.write_text(reference.read_text().replace(head, head + (
+        "        need = torch.empty(int(0.45 * torch.cuda.get_device_properties(x.device).total_memory),"
+        " dtype=torch.uint8, device=x.device)\n"), 1))
+    flag = tmp_path / "calls"
+    solution = tmp_path / "hog_in_timing.py"
+    solution.write_text(HONEST.read_text() + f'''
+
+_HOG = []
+
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        import os
+        calls = len(open({str(flag)!r}).read()) if os.path.exists({str(flag)!r}) else 0
+        open({str(flag)!r}, "a").write("x")
+        if calls >= 7 and not _HOG:
+            _HOG.append(torch.empty(int(0.6 * torch.cuda.get_device_properties(0).total_memory), dtype=torch.uint8,
+                                    device="cuda"))
+        return super().forward(*args)
+''')
+    assert torch.cuda.is_available()
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "j", None, solution=solution, problem=problem,
+                                               device="cuda", mode="full")
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["stages"]["correctness"]["status"] == "passed", verdict["failure_detail"][-1500:]
+    assert verdict["failure_class"] == "runtime_error", verdict["failure_detail"][-1500:]
+    assert "out_of_memory: the reference ran out of GPU memory while the submission's process held" in verdict["failure_detail"]
+
+
+def _reference_out_of_memory_at_call(tmp_path: Path, n: int) -> Path:
+    """csr_spmv whose reference runs out of memory at its n-th call only (counted in a file)."""
+    problem = tmp_path / "csr_spmv"
+    shutil.copytree(PROBLEM, problem)
+    reference = problem / "reference.py"
+    head = "    def forward(self, rowptr, col, val, x):\n"
+    counter = tmp_path / "reference_calls"
+    reference.write_text(reference.read_text().replace(head, head + (
+        f"        calls = len(open({str(counter)!r}).read()) if __import__('os').path.exists({str(counter)!r}) else 0\n"
+        f"        open({str(counter)!r}, 'a').write('x')\n"
+        f"        if calls + 1 == {n}:\n"
+        "            raise torch.OutOfMemoryError('CUDA out of memory (a stand-in: other evaluations hold the GPU)')\n"), 1))
+    return problem
+
+
+@pytest.mark.parametrize("with_lock", [True, False], ids=["lock", "no_lock"])
+def test_the_timing_set_up_out_of_memory_beside_others_runs_again_alone(tmp_path, with_lock):
+    """Four correctness trials and one stress shape call the reference five times; its sixth call,
+    the timing set-up's fingerprint, runs out of memory. Beside other evaluations (a lock) the
+    set-up runs again with the GPU alone and the timing completes; without a lock nothing else
+    could have held the memory: the judge's own error, as before."""
+    problem = _reference_out_of_memory_at_call(tmp_path, 6)
+    lock = str(tmp_path / "gpu0.lock") if with_lock else None
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "k", lock, problem=problem)
+    proc.wait(timeout=240)
+    verdict = parse_verdict(stdout.read_text(), nonce)
+    if with_lock:
+        assert verdict is not None and verdict["failure_class"] is None, stderr.read_text()[-1500:]
+        assert verdict["stages"]["timing"]["status"] == "passed"
+        assert len((tmp_path / "reference_calls").read_text()) > 6
+    else:
+        assert verdict is not None and verdict["failure_class"] == "infra_error"
+        assert "OutOfMemoryError" in verdict["failure_detail"]

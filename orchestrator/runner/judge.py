@@ -415,16 +415,34 @@ class Judge:
         # about 80 s to make (on the CI machine's CPU), seconds in which the other judges waited.
         progress("timing set-up, beside other evaluations' trials")
         t0, w0 = time.perf_counter(), self.lock_wait_s
+        setup = None
         with self.gpu_shared():
-            setup = self._timing_setup(cand)
+            try:
+                setup = self._timing_setup(cand)
+            except (torch.OutOfMemoryError, StageFailure) as exc:
+                if not (self._shares_gpu() and _out_of_memory(exc)):
+                    raise
+        if setup is None:  # out of memory beside other evaluations' trials: once more, the GPU alone
+            with self.gpu_alone():
+                setup = self._reference_fits(cand, lambda: self._timing_setup(cand))
         setup_s = time.perf_counter() - t0 - (self.lock_wait_s - w0)
         progress("timing, the GPU alone")
         try:
             with self.gpu_alone():
-                self._timing(cand, setup)
+                self._reference_fits(cand, lambda: self._timing(cand, setup))
         finally:
             if "timing" in self.stages:  # stage wall less lock waits less this: the time held alone
                 self.stages["timing"]["setup_s"] = round(setup_s, 3)
+
+    def _reference_fits(self, cand: Candidate, work: Callable[[], Any]) -> Any:
+        """`work()` with the GPU alone. The reference out of memory there, with only this candidate
+        beside it, is the submission's failure if its process held more than half the GPU (as in
+        a trial, Judge._reference_beside), else the reference's own need: the judge's error."""
+        try:
+            return work()
+        except torch.OutOfMemoryError:
+            refuse_a_candidate_holding_the_gpu(cand.kill, self.device)
+            raise
 
     def lock_waited(self, seconds: float) -> None:
         """A wait over two seconds for the GPU lock (the collectives judge logs it as a progress line)."""
@@ -601,14 +619,10 @@ def _total_gpu_bytes(device: str) -> int:
     return 0 if device == "cpu" else torch.cuda.get_device_properties(torch.device(device)).total_memory
 
 
-def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Callable[[], None],
-                                device: str) -> tuple[Any, str]:
-    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process
-    and measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the
-    submission's failure (an honest one holds little between calls); otherwise the reference is
-    computed (out of memory again: its own need, the judge's failure) and returned with a note
-    for the trial's record. The caller starts the candidate again. Shared by the core and
-    translation judges (docs/decisions.md, "Infra vs model")."""
+def refuse_a_candidate_holding_the_gpu(stop_candidate: Callable[[], None], device: str) -> float:
+    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process and
+    measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the submission's
+    failure (runtime_error); otherwise return the bytes freed."""
     free_before = _free_gpu_bytes(device, settle_s=0.0)
     stop_candidate()
     freed = _free_gpu_bytes(device) - free_before
@@ -619,6 +633,18 @@ def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Call
         raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
                                             f"submission's process held {freed / 2**30:.1f} GiB of the GPU's "
                                             f"{total / 2**30:.0f} GiB between calls")
+    return freed
+
+
+def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Callable[[], None],
+                                device: str) -> tuple[Any, str]:
+    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process
+    and measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the
+    submission's failure (an honest one holds little between calls); otherwise the reference is
+    computed (out of memory again: its own need, the judge's failure) and returned with a note
+    for the trial's record. The caller starts the candidate again. Shared by the core and
+    translation judges (docs/decisions.md, "Infra vs model")."""
+    freed = refuse_a_candidate_holding_the_gpu(stop_candidate, device)
     ref = compute()
     return ref, (f"the reference ran out of GPU memory beside the candidate's process ({freed / 2**30:.1f} GiB "
                  f"freed when it stopped); it ran with that process stopped, then the candidate restarted")
