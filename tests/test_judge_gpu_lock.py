@@ -133,6 +133,20 @@ def test_the_counters_process_given_the_profiler_lock_queues_only_its_profiled_r
     assert held["profiled_lock_wait_s"] >= 2.5 and 0 < held["profiled_s"] < held["profiled_lock_wait_s"]
 
 
+NEEDS_45_PERCENT = ("        need = torch.empty(int(0.45 * torch.cuda.get_device_properties(x.device).total_memory),"
+                    " dtype=torch.uint8, device=x.device)\n")
+
+
+def _problem_whose_reference_first_runs(tmp_path: Path, lines: str, appended: str = "") -> Path:
+    """A copy of csr_spmv whose reference's forward starts with `lines` (and `appended` at the end of the file)."""
+    problem = tmp_path / "csr_spmv"
+    shutil.copytree(PROBLEM, problem)
+    reference = problem / "reference.py"
+    head = "    def forward(self, rowptr, col, val, x):\n"
+    reference.write_text(reference.read_text().replace(head, head + lines, 1) + appended)
+    return problem
+
+
 def _oom_once(tmp_path: Path, times: int) -> Path:
     """The honest submission, except that its first `times` calls run out of GPU memory."""
     flag = tmp_path / "calls"
@@ -219,12 +233,8 @@ def _reference_pushed_out_by_the_candidate(tmp_path: Path) -> tuple[Path, Path]:
     """csr_spmv whose reference runs out of memory while the candidate's process lives (on a CPU
     machine, what a submission that holds the GPU's memory does to the reference), and the honest
     submission, which writes its process id where the reference looks."""
-    problem = tmp_path / "csr_spmv"
-    shutil.copytree(PROBLEM, problem)
-    reference = problem / "reference.py"
-    head = "    def forward(self, rowptr, col, val, x):\n"
-    reference.write_text(reference.read_text().replace(
-        head, head + "        _out_of_memory_while_the_candidate_lives()\n", 1) + _OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES)
+    problem = _problem_whose_reference_first_runs(tmp_path, "        _out_of_memory_while_the_candidate_lives()\n",
+                                                  _OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES)
     solution = tmp_path / "holds_the_gpu.py"
     solution.write_text(HONEST.read_text() + '\nimport os\nopen(os.environ["HOG_PID_FILE"], "w").write(str(os.getpid()))\n')
     return problem, solution
@@ -254,13 +264,7 @@ def test_a_submission_holding_most_of_the_gpu_fails_when_the_reference_runs_out(
     submission fails with runtime_error (not infra_error, which no rate counts)."""
     import torch
 
-    problem = tmp_path / "csr_spmv"
-    shutil.copytree(PROBLEM, problem)
-    reference = problem / "reference.py"
-    head = "    def forward(self, rowptr, col, val, x):\n"
-    reference.write_text(reference.read_text().replace(head, head + (
-        "        need = torch.empty(int(0.45 * torch.cuda.get_device_properties(x.device).total_memory),"
-        " dtype=torch.uint8, device=x.device)\n"), 1))
+    problem = _problem_whose_reference_first_runs(tmp_path, NEEDS_45_PERCENT)
     total = torch.cuda.get_device_properties(0).total_memory
     solution = tmp_path / "hog.py"
     solution.write_text(HONEST.read_text() + f"\nimport torch\n_HOG = torch.empty({int(0.6 * total)}, dtype=torch.uint8, device='cuda')\n")
@@ -305,13 +309,7 @@ def test_a_submission_that_takes_the_gpu_during_timing_fails_when_the_reference_
     half the GPU: runtime_error, not the infra_error that no rate counts."""
     import torch
 
-    problem = tmp_path / "csr_spmv"
-    shutil.copytree(PROBLEM, problem)
-    reference = problem / "reference.py"
-    head = "    def forward(self, rowptr, col, val, x):\n"
-    reference.write_text(reference.read_text().replace(head, head + (
-        "        need = torch.empty(int(0.45 * torch.cuda.get_device_properties(x.device).total_memory),"
-        " dtype=torch.uint8, device=x.device)\n"), 1))
+    problem = _problem_whose_reference_first_runs(tmp_path, NEEDS_45_PERCENT)
     flag = tmp_path / "calls"
     solution = tmp_path / "hog_in_timing.py"
     solution.write_text(HONEST.read_text() + f'''
@@ -340,17 +338,12 @@ class ModelNew(ModelNew):
 
 def _reference_out_of_memory_at_call(tmp_path: Path, n: int) -> Path:
     """csr_spmv whose reference runs out of memory at its n-th call only (counted in a file)."""
-    problem = tmp_path / "csr_spmv"
-    shutil.copytree(PROBLEM, problem)
-    reference = problem / "reference.py"
-    head = "    def forward(self, rowptr, col, val, x):\n"
     counter = tmp_path / "reference_calls"
-    reference.write_text(reference.read_text().replace(head, head + (
+    return _problem_whose_reference_first_runs(tmp_path, (
         f"        calls = len(open({str(counter)!r}).read()) if __import__('os').path.exists({str(counter)!r}) else 0\n"
         f"        open({str(counter)!r}, 'a').write('x')\n"
         f"        if calls + 1 == {n}:\n"
-        "            raise torch.OutOfMemoryError('CUDA out of memory (a stand-in: other evaluations hold the GPU)')\n"), 1))
-    return problem
+        "            raise torch.OutOfMemoryError('CUDA out of memory (a stand-in: other evaluations hold the GPU)')\n"))
 
 
 @pytest.mark.parametrize("with_lock", [True, False], ids=["lock", "no_lock"])
