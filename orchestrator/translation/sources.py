@@ -180,21 +180,32 @@ def _extract(archive: Path, target: Path) -> None:
         raise PinError(f"{archive}: unknown archive type")
 
 
+def _fix_target(pin: Pin, root: Path, fix: SourceFix) -> Path:
+    """The file a fix names, which must lie inside the unpacked archive (never `..` out of it)."""
+    path = (root / fix.path).resolve()
+    if Path(fix.path).is_absolute() or not path.is_relative_to(root.resolve()):
+        raise PinError(f"{pin.label}: source fix of {fix.path}: the path leaves the archive's root")
+    if not path.is_file():
+        raise PinError(f"{pin.label}: source fix of {fix.path}: no such file in the archive")
+    return path
+
+
 def apply_fixes(pin: Pin, root: Path) -> None:
-    """Apply the pin's source fixes under `root`, or raise PinError naming the fix that does not fit."""
-    for fix in pin.fixes:
-        path = root / fix.path
-        where = f"{pin.label}: source fix of {fix.path}"
-        if not path.is_file():
-            raise PinError(f"{where}: no such file in the archive")
+    """Apply the pin's source fixes under `root`, or raise PinError naming the fix that does not fit.
+    Every file's upstream sha256 is checked before anything changes; the texts are replaced as bytes."""
+    targets = [(_fix_target(pin, root, fix), fix) for fix in pin.fixes]
+    for path, fix in targets:
         actual = sha256_of(path)
         if actual != fix.sha256:
-            raise PinError(f"{where}: the upstream file's sha256 is {actual}, the fix expects {fix.sha256}")
-        text = path.read_text()
-        count = text.count(fix.old)
+            raise PinError(f"{pin.label}: source fix of {fix.path}: the upstream file's sha256 is {actual}, "
+                           f"the fix expects {fix.sha256}")
+    for path, fix in targets:
+        data, old = path.read_bytes(), fix.old.encode()
+        count = data.count(old)
         if count != 1:
-            raise PinError(f"{where}: the text to replace occurs {count} times, not once: {fix.old!r}")
-        path.write_text(text.replace(fix.old, fix.new))
+            raise PinError(f"{pin.label}: source fix of {fix.path}: the text to replace occurs {count} times, "
+                           f"not once: {fix.old!r}")
+        path.write_bytes(data.replace(old, fix.new.encode()))
 
 
 def unpack(pin: Pin, archive: Path, cache_dir: Path) -> Path:

@@ -106,6 +106,7 @@ def test_a_source_fix_applies_in_a_tree_of_its_own(cache_dir: Path) -> None:
     ({"old": "no such text"}, "the text to replace occurs 0 times, not once"),
     ({"old": "#include"}, "occurs 21 times, not once"),
     ({"path": "include/flux/missing.h"}, "source fix of include/flux/missing.h: no such file in the archive"),
+    ({"path": "../../56071cd5ba6a1ac4/byte_flux-1.0.4/include/flux/flux.h"}, "the path leaves the archive's root"),
 ])
 def test_a_source_fix_that_does_not_fit_fails_in_one_line(cache_dir: Path, tmp_path: Path, fix: dict,
                                                           message: str) -> None:
@@ -114,6 +115,8 @@ def test_a_source_fix_that_does_not_fit_fails_in_one_line(cache_dir: Path, tmp_p
         sources.unpack(pin, sources.fetch(pin, cache_dir), tmp_path)
     assert str(err.value).startswith("pin flux (byte_flux-1.0.4.tar.gz): ") and "\n" not in str(err.value)
     assert not list((tmp_path / "translation" / "src").glob("*/.complete"))  # nothing half-fixed is kept
+    pristine = sources.unpack(sources.Pin.from_manifest("flux", SMALL_PIN), sources.fetch(pin, cache_dir), cache_dir)
+    assert "// fixed" not in (pristine / "include/flux/flux.h").read_text()
 
 
 def test_fa2_bwd_reference_gets_examples_88_race_fix(cache_dir: Path) -> None:
