@@ -51,12 +51,12 @@ def build_both() -> dict[str, str]:
     for pin in upstream.manifest["pins"].values():
         pin.pop("fixes", None)
 
-    def build(task: Task) -> str:
-        roots = sources.prepare(task.manifest, settings.cache_dir, [Path(PINS)], offline=True)
-        return str(builds.build(task, "h100", roots, settings.cache_dir).library)
-
+    # unpacked one after the other (both share the flash_attn pin), built side by side
+    roots = [sources.prepare(t.manifest, settings.cache_dir, [Path(PINS)], offline=True) for t in (fixed, upstream)]
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(("fixed", "upstream"), pool.map(build, (fixed, upstream))))
+        built = pool.map(lambda t, r: str(builds.build(t, "h100", r, settings.cache_dir).library),
+                         (fixed, upstream), roots)
+        return dict(zip(("fixed", "upstream"), built))
 
 
 def call_for(library: str, seconds: float) -> dict:
