@@ -1,133 +1,114 @@
-"""A second process that loads the GPU while a candidate runs a correctness trial.
+"""A load on the GPU, from the judge's process, while a candidate runs a correctness trial.
 
 Some races only show when the GPU is shared: a kernel that releases a shared-memory buffer
 while its own TMA store may still be reading it computes right on a quiet GPU and wrong when
-another process slows its memory traffic. CUTLASS example 88's backward did exactly that (tr-fa2-bwd's H100
-reference: 2,187 wrong dQ of 3,027 calls beside one loading process, 2 of about 90 trials in
-lanes; docs/decisions.md, "Source fixes"). Without a load of our own, whether such a kernel
-passes depended on which other evaluations happened to share the GPU. So the judges run a
-few correctness trials with this load on (`loaded` trials) and record how much load ran
-during each.
+another process slows its memory traffic. CUTLASS example 88's backward did exactly that
+(tr-fa2-bwd's H100 reference: 2,187 wrong dQ of 3,027 calls beside one loading process, 2 of
+about 90 trials in lanes; docs/decisions.md, "Source fixes"). Without a load of our own,
+whether such a kernel passed depended on which other evaluations happened to share the GPU.
+So the judges run a few correctness trials with this load on (`loaded` trials) and record how
+much load ran during each.
 
-The load is fp32 matmuls (the SMs) and copies between two buffers larger than L2 (DRAM),
-one iteration at a time so that it stops within one iteration when paused. Protocol on
-stdin/stdout, one word per line: the child says `ready`; `run` -> `running` once load is on
-the device; `pause` -> `paused <iterations>` once its work has finished; end of input -> exit.
-Child: python -m orchestrator.runner.gpuload DEVICE MIB
+The load is a thread of the judge, on a CUDA stream of its own in the judge's context (to the
+candidate's process it is another process on the GPU): fp32 matmuls (the SMs) and copies
+between two buffers larger than L2 (DRAM), into buffers allocated once, one synchronized
+iteration at a time, so that a pause ends within one iteration. Being the judge's own thread,
+the candidate cannot stop or kill the load without stopping or killing its judge (which is
+already its failure). The judge frees the buffers when correctness ends.
 """
 from __future__ import annotations
 
-import os
-import select
-import subprocess
-import sys
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import torch
+
 from orchestrator.errors import InfraError
 
-START_TIMEOUT_S = 120.0  # importing torch and creating a CUDA context on a busy host
-REPLY_TIMEOUT_S = 30.0
 COPY_MIB = 256  # each of two buffers: several times an H100's 50 MB L2
+SIDE = 4096  # fp32 matmul operands on a GPU (a few ms an iteration on an H100); 256 on a CPU
+PAUSE_TIMEOUT_S = 60.0
 
 
 class GpuLoad:
-    """The load process of one judge, started on first use; `with load.running() as info:`."""
+    """`with load.running() as info:` the load runs for the body; then `info["load_iterations"]`."""
 
     def __init__(self, device: str, mib: int = COPY_MIB) -> None:
         self.device, self.mib = device, mib
-        self.proc: subprocess.Popen | None = None
+        self.cuda = device.startswith("cuda")
+        self._go, self._idle, self._busy = threading.Event(), threading.Event(), threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.iterations = 0
 
     def _start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.runner.gpuload", self.device, str(self.mib)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._expect("ready", START_TIMEOUT_S)
+        side = SIDE if self.cuda else 256
+        self._a = torch.randn(side, side, device=self.device)
+        self._c = torch.empty_like(self._a)
+        self._src = torch.zeros(self.mib << 18, device=self.device)  # mib MiB of fp32
+        self._dst = torch.empty_like(self._src)
+        self._stream = torch.cuda.Stream(device=self.device) if self.cuda else None
+        self._idle.set()
+        self._thread = threading.Thread(target=self._serve, name="popcorn-gpu-load", daemon=True)
+        self._thread.start()
 
-    def _send(self, word: str) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
+    def _iteration(self) -> None:
+        torch.mm(self._a, self._a, out=self._c)
+        self._dst.copy_(self._src)
+        if self._stream is not None:
+            self._stream.synchronize()  # one iteration queued at a time: a pause ends within one
+
+    def _serve(self) -> None:
+        if self.cuda:
+            torch.cuda.set_device(torch.device(self.device))
         try:
-            self.proc.stdin.write(word.encode() + b"\n")
-            self.proc.stdin.flush()
-        except OSError as exc:
-            raise self._died(f"cannot be told {word!r}: {exc}") from exc
-
-    def _expect(self, word: str, timeout: float) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline().decode().strip() if ready else ""
-        if not line.startswith(word):
-            raise self._died(f"did not answer {word!r} within {timeout:.0f} s (said {line!r})")
-        return line
-
-    def _died(self, what: str) -> InfraError:
-        err = b""
-        if self.proc is not None:
-            self.proc.kill()
-            err = self.proc.stderr.read()[-800:] if self.proc.stderr else b""
-            self.proc = None
-        tail = err.decode(errors="replace").strip().splitlines()
-        return InfraError(f"the GPU load process {what}" + (f": {tail[-1]}" if tail else ""))
+            while True:
+                self._go.wait()
+                if self._stop:
+                    return
+                self._idle.clear()
+                self._busy.set()
+                with torch.cuda.stream(self._stream) if self._stream is not None else _nothing():
+                    while self._go.is_set() and not self._stop:
+                        self._iteration()
+                        self.iterations += 1
+                self._idle.set()
+        except BaseException as exc:  # noqa: BLE001 - handed to the judge's thread at the pause
+            self._error = exc
+            self._idle.set()
 
     @contextmanager
     def running(self) -> Iterator[dict[str, Any]]:
-        """Load on for the body; afterwards `info["load_iterations"]` says how much ran."""
-        if self.proc is None:
+        if self._thread is None:
             self._start()
-        self._send("run")
-        self._expect("running", REPLY_TIMEOUT_S)
+        start = self.iterations
+        self._go.set()
+        if not self._busy.wait(PAUSE_TIMEOUT_S):
+            raise InfraError(f"the GPU load did not start: {self._error or 'no answer'}")
+        self._busy.clear()
         info: dict[str, Any] = {}
         try:
             yield info
         finally:
-            if self.proc is not None:
-                self._send("pause")
-                info["load_iterations"] = int(self._expect("paused", REPLY_TIMEOUT_S).split()[1])
+            self._go.clear()
+            if not self._idle.wait(PAUSE_TIMEOUT_S) or self._error is not None:
+                raise InfraError(f"the GPU load did not pause: {self._error or 'no answer'}")
+            info["load_iterations"] = self.iterations - start
 
     def close(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+        """Stop the thread and free the buffers (the judge calls this when correctness ends)."""
+        if self._thread is not None:
+            self._stop = True
+            self._go.set()
+            self._thread.join(PAUSE_TIMEOUT_S)
+            self._thread = None
+            del self._a, self._c, self._src, self._dst
+            if self.cuda:
+                torch.cuda.empty_cache()
 
 
-def _serve(device: str, mib: int) -> None:
-    import torch
-
-    cuda = device.startswith("cuda")
-    if not cuda:
-        torch.set_num_threads(1)  # a CPU load (the tests) takes one core, not the candidate's
-    side = 4096 if cuda else 256
-    a = torch.randn(side, side, device=device)
-    src = torch.zeros(mib << 18, device=device)  # mib MiB of fp32
-    dst = torch.empty_like(src)
-
-    def iteration() -> None:
-        torch.mm(a, a)
-        dst.copy_(src)
-        if cuda:
-            torch.cuda.synchronize()  # one iteration queued at a time: a pause ends within one
-
-    fd, pending, running, iterations = sys.stdin.fileno(), b"", False, 0
-    print("ready", flush=True)
-    while True:
-        if not running or select.select([fd], [], [], 0)[0]:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                return
-            pending += chunk
-            while b"\n" in pending:
-                word, pending = pending.split(b"\n", 1)
-                if word == b"run":
-                    running, iterations = True, 0
-                    iteration()
-                    print("running", flush=True)
-                elif word == b"pause":
-                    running = False
-                    print(f"paused {iterations}", flush=True)
-            continue
-        iteration()
-        iterations += 1
-
-
-if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]))
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

@@ -218,6 +218,7 @@ class Judge:
         seed = self.job.get("seed")
         self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
         self.rng = random.Random(self.seed)
+        self.loaded_rng = random.Random(f"loaded-{self.seed}")  # apart, so a seed gives the same stress shapes either way
         limits = self.problem.manifest.get("time_limits", {})
         self.trial_timeout = float(self.job.get("trial_timeout_s") or limits.get("trial_s", 120))
         self.disclosed = default_shape(self.problem.manifest["shapes"], "cpu" if self.device == "cpu" else "cuda")
@@ -346,7 +347,7 @@ class Judge:
             raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
 
     def _load_during(self, kind: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
-        """The GPU load process on for a `loaded` trial's call (gpuload.py: races that show only
+        """The judge's GPU load on for a `loaded` trial's call (gpuload.py: races that show only
         on a shared GPU); nothing for the other trials."""
         if kind != "loaded":
             return contextlib.nullcontext({})
@@ -358,9 +359,13 @@ class Judge:
         """Correctness trials with the GPU load on: 2 on a GPU, none on a CPU unless the job asks."""
         return int(self.job.get("loaded_trials", 0 if self.device == "cpu" else LOADED_TRIALS))
 
-    def close(self) -> None:
+    def _stop_load(self) -> None:
         if self.load is not None:
             self.load.close()
+            self.load = None
+
+    def close(self) -> None:
+        self._stop_load()
 
     def _reference_beside(self, cand: Candidate, shape: Shape, inputs: tuple[Any, ...], alone: bool,
                           restarted: list[str]) -> Any:
@@ -390,9 +395,10 @@ class Judge:
         seeds = [self._seed() for _ in range(max(n, 3))]
         plan = [("fresh", seeds[0], False), ("in_place", seeds[1], True), ("fresh", seeds[2], False),
                 ("repeat", seeds[2], False)] + [("fresh", s, False) for s in seeds[3:]]
-        plan += [("loaded", self._seed(), False) for _ in range(self.loaded_trials())]
+        plan += [("loaded", self.loaded_rng.getrandbits(62), False) for _ in range(self.loaded_trials())]
         for kind, seed, reuse in plan:
             self._trial(cand, self.disclosed, seed, kind, trials, reuse_buffers=reuse)
+        self._stop_load()  # its buffers are not needed past correctness
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: Candidate) -> None:

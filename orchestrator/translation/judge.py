@@ -105,6 +105,7 @@ class TranslationJudge:
         seed = job.get("seed")
         self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
         self.rng = random.Random(self.seed)
+        self.loaded_rng = random.Random(f"loaded-{self.seed}")  # as the core judge's: stress shapes stay the seed's
         self.timeout = float(job.get("trial_timeout_s") or self.manifest["time_limits"]["trial_s"])
         self.cuda = self.device.startswith("cuda")
         self.disclosed = default_shape(self.manifest["shapes"], "cuda" if self.cuda else "cpu")
@@ -142,8 +143,9 @@ class TranslationJudge:
     def _trial(self, lib: Library, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
         lock, restarted, load = self.job.get("gpu_lock"), None, {}
+        seed = self.loaded_rng.getrandbits(62) if kind == "loaded" else self._seed()
         with gpu_lock(lock, shared=True):
-            inputs = self.inputs(shape, self._seed())
+            inputs = self.inputs(shape, seed)
             try:
                 ref = self.reference(inputs)
             except torch.OutOfMemoryError:  # perhaps held by the candidate's library (core: Judge._reference_beside)
@@ -192,6 +194,9 @@ class TranslationJudge:
         loaded = int(self.job.get("loaded_trials", LOADED_TRIALS if self.cuda else 0))
         for kind in ["fresh"] * max(int(self.job.get("trials", 3)), 1) + ["loaded"] * loaded:
             self._trial(cand, self.disclosed, kind, trials, "incorrect")
+        if self.load is not None:  # its buffers are not needed past correctness
+            self.load.close()
+            self.load = None
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: Library) -> None:
@@ -274,6 +279,7 @@ class TranslationJudge:
             lib.close()
         if self.load is not None:
             self.load.close()
+            self.load = None
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:
