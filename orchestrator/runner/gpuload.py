@@ -2,7 +2,8 @@
 
 Some races only show when the GPU is shared: a kernel that releases a shared-memory buffer
 while its own TMA store may still be reading it computes right on a quiet GPU and wrong when
-another process slows its memory traffic. CUTLASS example 88's backward did exactly that
+another process shares the GPU (whether through the time slices that preempt its blocks or
+through slower memory was not separated). CUTLASS example 88's backward did exactly that
 (tr-fa2-bwd's H100 reference: 2,187 wrong dQ of 3,027 calls beside one loading process, 2 of
 about 90 trials in lanes; docs/decisions.md, "Source fixes"). Without a load of our own,
 whether such a kernel passed depended on which other evaluations happened to share the GPU.

@@ -2,8 +2,8 @@
 
 The fix (the cutlass42 pin's `fixes` in the task's manifest) makes the dQ reducer warp wait for
 every TMA reduce-add's shared-memory reads before it releases the stage (docs/decisions.md,
-"Source fixes"). The race it closes needs a reduce-add slower than the MMA warpgroups' next
-tile: a loaded GPU. So this script builds the H100 reference twice, with the fix and without
+"Source fixes"). The race it closes needs a reduce-add slower to read its buffer than the MMA
+warpgroups' next tile, which another process on the GPU brings about. So this script builds the H100 reference twice, with the fix and without
 it, starts a process that loads the GPU (fp32 matmuls and 2 GiB copies, as the judge's fp32
 reference and other lanes do in a real run), and calls each library for SECONDS on one input
 set at the disclosed shape, each in a process of its own (two builds of the same CUTLASS
