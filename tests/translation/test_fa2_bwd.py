@@ -212,3 +212,37 @@ def test_judge_passes_a_kernel_that_follows_entry_h_and_fails_others(tmp_path: P
         assert max(t["rel_norm_err"] for t in trials) < 1e-3  # fp16 output rounding only: far inside the bound
     else:
         assert verdict["failure_class"] == "incorrect", verdict.get("failure_detail")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["fixed", "upstream"])
+def test_loaded_trials_catch_example_88s_race_and_pass_the_fixed_reference(tmp_path: Path, cache_dir: Path,
+                                                                          variant: str) -> None:
+    """On a GPU: the H100 reference scored as the candidate, at the disclosed shape, with five loaded
+    trials (the judge's load thread, runner/gpuload.py). Built from CUTLASS as published it fails one of
+    them (the dQ reducer race: 2,187 of 3,027 calls beside a loading process in the nineteenth session);
+    built with the pin's source fix it passes all. About 90 s of nvcc per build, cached afterwards."""
+    import copy
+
+    from orchestrator.translation import builds
+    from orchestrator.translation.catalog import Task
+    from orchestrator.translation.scoring import run_judge
+
+    task, _ = _glue()
+    built = task
+    if variant == "upstream":
+        built = Task(task.path, copy.deepcopy(task.manifest))
+        del built.manifest["pins"]["cutlass42"]["fixes"]
+    roots = sources.prepare(built.manifest, cache_dir, [REPO_ROOT / ".carry" / "translation-pins"])  # the device is offline
+    library = str(builds.build(built, "h100", roots, cache_dir).library)
+    job = {"task_dir": str(task.path), "symbol": "popcorn_fa_bwd", "device": "cuda:0", "mode": "check", "seed": 3,
+           "libraries": {"candidate": library, "h100": library, "a100": library},
+           "trials": 1, "loaded_trials": 5, "stress": 0, "trial_timeout_s": 120}
+    verdict = run_judge(job, timeout_s=900)
+    loaded = [t for t in verdict["stages"]["correctness"]["trials"] if t["kind"] == "loaded"]
+    if variant == "fixed":
+        assert verdict["failure_class"] is None, verdict.get("failure_detail")
+        assert len(loaded) == 5 and all(t["load_iterations"] > 0 for t in loaded)
+    else:
+        assert verdict["failure_class"] == "incorrect", verdict.get("failure_detail")
+        assert verdict["failure_detail"].startswith("loaded trial at shape ")
