@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.errors import InfraError
-from orchestrator.runner.gpuload import GpuLoad
+from orchestrator.runner.gpuload import GpuLoad, LoadError
 from orchestrator.runner.judge import parse_verdict
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
@@ -48,7 +47,7 @@ def test_a_load_that_fails_is_the_judges_error_in_one_line(monkeypatch) -> None:
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(load, "_iteration", broken)  # what a CUDA failure in the load would do
-    with pytest.raises(InfraError) as err:
+    with pytest.raises(LoadError) as err:
         with load.running():
             time.sleep(0.05)
     assert str(err.value).startswith("the GPU load did not ") and "illegal memory access" in str(err.value)

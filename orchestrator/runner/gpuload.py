@@ -15,7 +15,9 @@ candidate's process it is another process on the GPU): fp32 matmuls (the SMs) an
 between two buffers larger than L2 (DRAM), into buffers allocated once, one synchronized
 iteration at a time, so that a pause ends within one iteration. Being the judge's own thread,
 the candidate cannot stop or kill the load without stopping or killing its judge (which is
-already its failure). The judge frees the buffers when correctness ends.
+already its failure). The judge frees the buffers when correctness ends. A load that fails
+raises LoadError, which the judge reports as its own failure (infra_error). This module is
+part of the runner, which the problem images carry alone: it imports nothing else of ours.
 """
 from __future__ import annotations
 
@@ -25,11 +27,13 @@ from typing import Any, Iterator
 
 import torch
 
-from orchestrator.errors import InfraError
-
 COPY_MIB = 256  # each of two buffers: several times an H100's 50 MB L2
 SIDE = 4096  # fp32 matmul operands on a GPU (a few ms an iteration on an H100); 256 on a CPU
 PAUSE_TIMEOUT_S = 60.0
+
+
+class LoadError(RuntimeError):
+    """The judge's GPU load failed: the judge's own error, never the candidate's."""
 
 
 class GpuLoad:
@@ -87,7 +91,7 @@ class GpuLoad:
         start = self.iterations
         self._go.set()
         if not self._busy.wait(PAUSE_TIMEOUT_S):
-            raise InfraError(f"the GPU load did not start: {self._error or 'no answer'}")
+            raise LoadError(f"the GPU load did not start: {self._error or 'no answer'}")
         self._busy.clear()
         info: dict[str, Any] = {}
         try:
@@ -95,7 +99,7 @@ class GpuLoad:
         finally:
             self._go.clear()
             if not self._idle.wait(PAUSE_TIMEOUT_S) or self._error is not None:
-                raise InfraError(f"the GPU load did not pause: {self._error or 'no answer'}")
+                raise LoadError(f"the GPU load did not pause: {self._error or 'no answer'}")
             info["load_iterations"] = self.iterations - start
 
     def close(self) -> None:
