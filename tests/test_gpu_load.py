@@ -38,6 +38,15 @@ def test_the_load_runs_only_between_run_and_pause() -> None:
     finally:
         load.close()
     assert thread is not None and not thread.is_alive()
+    try:  # a closed load starts again at its next run (a judge keeps one for all its trials)
+        with load.running() as restarted:
+            time.sleep(0.1)
+        assert restarted["load_iterations"] > 0
+        with load.running(on=False) as off:
+            pass
+        assert off == {}
+    finally:
+        load.close()
 
 
 def test_a_load_that_fails_is_the_judges_error_in_one_line(monkeypatch) -> None:

@@ -22,7 +22,7 @@ part of the runner, which the problem images carry alone: it imports nothing els
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
 import torch
@@ -37,7 +37,8 @@ class LoadError(RuntimeError):
 
 
 class GpuLoad:
-    """`with load.running() as info:` the load runs for the body; then `info["load_iterations"]`."""
+    """`with load.running() as info:` the load runs for the body; then `info["load_iterations"]`.
+    Nothing is allocated until the first run; `close()` frees it all, and a later run starts again."""
 
     def __init__(self, device: str, mib: int = COPY_MIB) -> None:
         self.device, self.mib = device, mib
@@ -55,6 +56,7 @@ class GpuLoad:
         self._src = torch.zeros(self.mib << 18, device=self.device)  # mib MiB of fp32
         self._dst = torch.empty_like(self._src)
         self._stream = torch.cuda.Stream(device=self.device) if self.cuda else None
+        self._stop = False
         self._idle.set()
         self._thread = threading.Thread(target=self._serve, name="popcorn-gpu-load", daemon=True)
         self._thread.start()
@@ -75,7 +77,7 @@ class GpuLoad:
                     return
                 self._idle.clear()
                 self._busy.set()
-                with torch.cuda.stream(self._stream) if self._stream is not None else _nothing():
+                with torch.cuda.stream(self._stream) if self._stream is not None else nullcontext():
                     while self._go.is_set() and not self._stop:
                         self._iteration()
                         self.iterations += 1
@@ -85,7 +87,12 @@ class GpuLoad:
             self._idle.set()
 
     @contextmanager
-    def running(self) -> Iterator[dict[str, Any]]:
+    def running(self, on: bool = True) -> Iterator[dict[str, Any]]:
+        """The load on for the body (buffers and thread made at the first use); `on=False`: nothing,
+        so a judge wraps every trial's call alike and only its loaded trials get the load."""
+        if not on:
+            yield {}
+            return
         if self._thread is None:
             self._start()
         start = self.iterations
@@ -112,8 +119,3 @@ class GpuLoad:
             del self._a, self._c, self._src, self._dst
             if self.cuda:
                 torch.cuda.empty_cache()
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

@@ -154,6 +154,11 @@ SHARED_TRIAL_LIMIT_FACTOR = 2  # see Judge._trial_limit
 LOADED_TRIALS = 2  # correctness trials on a GPU with gpuload.py's load on (one caught the fa2-bwd race 72 % of the time)
 LOADED_NOTE = " (with another process loading the GPU: a result that changes with the GPU's company is a race)"
 
+
+def loaded_trial_count(job: dict[str, Any], device: str) -> int:
+    """Correctness trials with the GPU load on (gpuload.py): the job's, by default 2 on a GPU and none on a CPU."""
+    return int(job.get("loaded_trials", 0 if device == "cpu" else LOADED_TRIALS))
+
 PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
 
 
@@ -224,7 +229,7 @@ class Judge:
         self.disclosed = default_shape(self.problem.manifest["shapes"], "cpu" if self.device == "cpu" else "cuda")
         self.ref_models: dict[str, torch.nn.Module] = {}
         self.lock_wait_s = 0.0  # time spent waiting for the host's GPU lock (other evaluations' trials or timings)
-        self.load: GpuLoad | None = None  # started by the first loaded trial
+        self.load = GpuLoad(self.device)  # allocates at the first loaded trial
 
     # -- reference side (trusted, this process) ---------------------------------------
     def reference(self, shape: Shape, inputs: tuple[Any, ...]) -> Any:
@@ -312,7 +317,7 @@ class Judge:
             inputs = self.problem.inputs(shape, seed, "cpu")
             ref = self._reference_beside(cand, shape, inputs, alone, restarted)
             t0 = time.perf_counter()
-            with self._load_during(kind) as info:
+            with self.load.running(kind == "loaded") as info:
                 reply = cand.call({"op": "forward", "key": shape_key(shape), "inputs": inputs,
                                    "digest_key": key, "reuse_buffers": reuse_buffers}, self._trial_limit())
             wall = time.perf_counter() - t0
@@ -346,26 +351,11 @@ class Judge:
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
 
-    def _load_during(self, kind: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
-        """The judge's GPU load on for a `loaded` trial's call (gpuload.py: races that show only
-        on a shared GPU); nothing for the other trials."""
-        if kind != "loaded":
-            return contextlib.nullcontext({})
-        if self.load is None:
-            self.load = GpuLoad(self.device)
-        return self.load.running()
-
     def loaded_trials(self) -> int:
-        """Correctness trials with the GPU load on: 2 on a GPU, none on a CPU unless the job asks."""
-        return int(self.job.get("loaded_trials", 0 if self.device == "cpu" else LOADED_TRIALS))
-
-    def _stop_load(self) -> None:
-        if self.load is not None:
-            self.load.close()
-            self.load = None
+        return loaded_trial_count(self.job, self.device)
 
     def close(self) -> None:
-        self._stop_load()
+        self.load.close()
 
     def _reference_beside(self, cand: Candidate, shape: Shape, inputs: tuple[Any, ...], alone: bool,
                           restarted: list[str]) -> Any:
@@ -398,7 +388,7 @@ class Judge:
         plan += [("loaded", self.loaded_rng.getrandbits(62), False) for _ in range(self.loaded_trials())]
         for kind, seed, reuse in plan:
             self._trial(cand, self.disclosed, seed, kind, trials, reuse_buffers=reuse)
-        self._stop_load()  # its buffers are not needed past correctness
+        self.load.close()  # its buffers are not needed past correctness
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: Candidate) -> None:
@@ -644,12 +634,11 @@ def refuse_a_candidate_holding_the_gpu(stop_candidate: Callable[[], None], devic
 
 def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Callable[[], None],
                                 device: str) -> tuple[Any, str]:
-    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process
-    and measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the
-    submission's failure (an honest one holds little between calls); otherwise the reference is
-    computed (out of memory again: its own need, the judge's failure) and returned with a note
-    for the trial's record. The caller starts the candidate again. Shared by the core and
-    translation judges (docs/decisions.md, "Infra vs model")."""
+    """After the reference ran out of GPU memory with the GPU alone: refuse_a_candidate_holding_the_gpu
+    (an honest submission holds little between calls), then the reference computed with the candidate
+    stopped (out of memory again: its own need, the judge's failure) and a note for the trial's record.
+    The caller starts the candidate again. Shared by the core and translation judges (docs/decisions.md,
+    "Infra vs model")."""
     freed = refuse_a_candidate_holding_the_gpu(stop_candidate, device)
     ref = compute()
     return ref, (f"the reference ran out of GPU memory beside the candidate's process ({freed / 2**30:.1f} GiB "

@@ -15,7 +15,6 @@ libraries (the harness's tests); real tasks always run on a GPU.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -31,7 +30,7 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoad
-from orchestrator.runner.judge import (LOADED_NOTE, LOADED_TRIALS, forged_message, gpu_lock, stress_trials,
+from orchestrator.runner.judge import (LOADED_NOTE, forged_message, gpu_lock, loaded_trial_count, stress_trials,
                                        timed_stages, timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
                                        reference_without_candidate, run_stages, serve_verdict)
@@ -113,7 +112,7 @@ class TranslationJudge:
         self.log_dir = job.get("log_dir") or tempfile.mkdtemp(prefix="popcorn-tr-")
         os.makedirs(self.log_dir, exist_ok=True)
         self.open: list[Library] = []
-        self.load: GpuLoad | None = None  # started by the first loaded trial
+        self.load = GpuLoad(self.device)  # allocates at the first loaded trial
 
     def _seed(self) -> int:
         return self.rng.getrandbits(62)
@@ -169,34 +168,23 @@ class TranslationJudge:
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
 
-    def _run(self, lib: Library, inputs: tuple[Any, ...], kind: str = "fresh",
-             load: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
+    def _run(self, lib: Library, inputs: tuple[Any, ...], kind: str,
+             load: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """One call of the library; a `loaded` trial's with the GPU load on, how much ran into `load`."""
         t0 = time.perf_counter()
         written = tuple(getattr(self.glue, "OUTPUTS", ()))
-        with self._load_during(kind) as info:
+        with self.load.running(kind == "loaded") as info:
             reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
-        if load is not None:
-            load.update(info)
+        load.update(info)
         return reply, time.perf_counter() - t0
-
-    def _load_during(self, kind: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
-        """As the core judge's: runner/gpuload.py's load for a `loaded` trial, nothing otherwise."""
-        if kind != "loaded":
-            return contextlib.nullcontext({})
-        if self.load is None:
-            self.load = GpuLoad(self.device)
-        return self.load.running()
 
     def correctness(self, cand: Library) -> None:
         trials: list[dict[str, Any]] = []
         self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials}
-        loaded = int(self.job.get("loaded_trials", LOADED_TRIALS if self.cuda else 0))
+        loaded = loaded_trial_count(self.job, self.device)
         for kind in ["fresh"] * max(int(self.job.get("trials", 3)), 1) + ["loaded"] * loaded:
             self._trial(cand, self.disclosed, kind, trials, "incorrect")
-        if self.load is not None:  # its buffers are not needed past correctness
-            self.load.close()
-            self.load = None
+        self.load.close()  # its buffers are not needed past correctness
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: Library) -> None:
@@ -277,9 +265,7 @@ class TranslationJudge:
     def close(self) -> None:
         for lib in self.open:
             lib.close()
-        if self.load is not None:
-            self.load.close()
-            self.load = None
+        self.load.close()
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:

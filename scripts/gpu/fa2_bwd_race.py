@@ -30,7 +30,6 @@ sys.path.insert(0, str(REPO))
 
 TASK = "tr-fa2-bwd"
 PINS = os.environ.get("POPCORN_TRANSLATION_PINS", ".carry/translation-pins")
-SHAPE = {"batch": 4, "seqlen": 4096, "heads": 16, "head_dim": 128, "causal": False}  # the disclosed shape
 LOAD = """
 import torch
 a = torch.randn(8192, 8192, device="cuda"); b = torch.empty(512 << 20, device="cuda"); c = torch.empty_like(b)
@@ -64,13 +63,15 @@ def call_for(library: str, seconds: float) -> dict:
     import torch
 
     from orchestrator.runner.problem import import_file
+    from orchestrator.runner.shapes import default_shape
     from orchestrator.translation.catalog import find_task
     from orchestrator.translation.libworker import load_entry
 
     task = find_task(TASK, REPO / "translation")
     glue = import_file(task.path / "task.py", "popcorn_race_glue")
     entry = load_entry(library, task.manifest["entry"]["symbol"], glue.ARGTYPES)
-    inputs = glue.get_inputs(SHAPE, torch.Generator().manual_seed(5), "cuda")
+    shape = default_shape(task.manifest["shapes"], "cuda")  # the disclosed shape
+    inputs = glue.get_inputs(shape, torch.Generator().manual_seed(5), "cuda")
     ref, tol = glue.reference(inputs)[0].float(), task.manifest["tolerance"]
     calls, failed, end = 0, [], time.time() + seconds
     while time.time() < end:
@@ -80,7 +81,8 @@ def call_for(library: str, seconds: float) -> dict:
         calls += 1
         if len(bad):
             failed.append(bad[:4].tolist())
-    return {"library": library, "calls": calls, "failed_calls": len(failed), "first_failures": failed[:20]}
+    return {"library": library, "shape": shape, "calls": calls, "failed_calls": len(failed),
+            "first_failures": failed[:20]}
 
 
 def main() -> int:
@@ -93,7 +95,7 @@ def main() -> int:
         return 0
     t0 = time.time()
     libraries = build_both()
-    report: dict = {"task": TASK, "shape": SHAPE, "build_s": round(time.time() - t0, 1)}
+    report: dict = {"task": TASK, "build_s": round(time.time() - t0, 1)}
     load = subprocess.Popen([sys.executable, "-c", LOAD])
     try:
         for name, library in libraries.items():
