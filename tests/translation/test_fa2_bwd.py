@@ -8,6 +8,7 @@ example 88's backward computes whole (seqlen % 64 == 0 with the causal mask).
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -219,8 +220,8 @@ def test_judge_passes_a_kernel_that_follows_entry_h_and_fails_others(tmp_path: P
 def test_loaded_trials_catch_example_88s_race_and_pass_the_fixed_reference(tmp_path: Path, cache_dir: Path,
                                                                           variant: str) -> None:
     """On a GPU: the H100 reference scored as the candidate, at the disclosed shape, with five loaded
-    trials (the judge's load thread, runner/gpuload.py). Built from CUTLASS as published it fails one of
-    them (the dQ reducer race: 2,187 of 3,027 calls beside a loading process in the nineteenth session);
+    trials (the judge's load thread, runner/gpuload.py). Built from CUTLASS as published it fails a trial
+    (the dQ reducer race: 2,187 of 3,027 calls beside a loading process in the nineteenth session);
     built with the pin's source fix it passes all. About 90 s of nvcc per build, cached afterwards."""
     import copy
 
@@ -244,5 +245,10 @@ def test_loaded_trials_catch_example_88s_race_and_pass_the_fixed_reference(tmp_p
         assert verdict["failure_class"] is None, verdict.get("failure_detail")
         assert len(loaded) == 5 and all(t["load_iterations"] > 0 for t in loaded)
     else:
-        assert verdict["failure_class"] == "incorrect", verdict.get("failure_detail")
-        assert verdict["failure_detail"].startswith("loaded trial at shape ")
+        # the race may strike before the load starts: the twentieth session's H100 failed the first,
+        # unloaded trial. Either way the wrong elements sit where the race puts them: dQ's last 32
+        # head_dim columns, the part of a tile's staging buffer the TMA reduce-add reads last.
+        detail = verdict["failure_detail"]
+        assert verdict["failure_class"] == "incorrect", detail
+        places = re.findall(r"\((\d+), (\d+), (\d+), (\d+)\)", detail.split("first at", 1)[1])
+        assert places and all(int(col) >= 96 for *_, col in places), detail

@@ -70,3 +70,14 @@ def test_tolerance_calibrated():
     max_abs, rel = case.drift({"batch": 256, "n_verts": 16, "overlap_frac": 0.3})
     assert max_abs * 10 <= case.tolerance["atol"]
     case.check_calibration({"batch": 256, "n_verts": 16, "overlap_frac": 0.3})
+
+
+def test_chunks_change_no_distance(monkeypatch):
+    """The reference splits the batch to bound its GPU memory; pairs are independent, so a batch cut
+    into uneven chunks (some ending before others converge) gives the one-piece distances, up to the
+    last bits of batched float64 linear algebra (about 1e-16 at intersecting pairs, measured)."""
+    shape = {"batch": 200, "n_verts": 8, "overlap_frac": 0.3}
+    inputs, whole = case.run(shape)
+    monkeypatch.setattr(case.problem.module, "PAIRS_PER_CHUNK", 37)
+    chunked = case.problem.module.Model(**case.problem.init_inputs(shape))(*inputs)
+    torch.testing.assert_close(chunked, whole, atol=1e-12, rtol=1e-12)
