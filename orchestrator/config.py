@@ -32,8 +32,10 @@ class Settings(BaseSettings):
     stress: int = Field(8, ge=0, description="hidden stress shapes per evaluation")
     seed: int | None = Field(None, description="stress seed; default: os.urandom (secret)")
     trials: int = Field(3, ge=3, description="fresh-input correctness trials at the disclosed shape")
-    loaded_trials: int = Field(2, ge=0, description="GPU: more correctness trials with a second process loading "
+    loaded_trials: int = Field(2, ge=0, description="GPU: more correctness trials with a thread of the judge loading "
                                "the GPU (races that show only in company; runner/gpuload.py); none on a CPU")
+    loaded_calls: int = Field(4, ge=1, description="calls per loaded trial, back to back on one input set, each "
+                              "output checked (a race is a chance per call)")
     timing_iters: int = Field(50, ge=1, description="timed iterations on a GPU (>= 30 recommended)")
     timing_iters_cpu: int = Field(5, ge=1, description="timed iterations on a CPU")
     timing_budget_ms: float = Field(100.0, ge=0, description="GPU: kernels too short for timing_iters to add up "

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,13 +88,15 @@ class ModelNew(ModelNew):
 '''
 
 
-def _verdict(tmp_path: Path, solution: Path, loaded_trials: int | None, mode: str = "check", stress: int = 1) -> dict:
+def _verdict(tmp_path: Path, solution: Path, loaded_trials: int | None, mode: str = "check", stress: int = 1,
+             **job_keys: Any) -> dict:
     nonce = "cd" * 32
     job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": "cpu", "mode": mode, "seed": 5,
            "stress": stress, "trials": 3, "nonce": nonce, "log_path": str(tmp_path / "cand.log"),
            "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1}}
     if loaded_trials is not None:
         job["loaded_trials"] = loaded_trials
+    job.update(job_keys)
     proc = subprocess.run([sys.executable, "-m", "orchestrator.runner.judge"], input=json.dumps(job), text=True,
                           capture_output=True, cwd=REPO_ROOT, timeout=300)
     verdict = parse_verdict(proc.stdout, nonce)
@@ -105,7 +108,7 @@ def test_loaded_trials_run_with_the_load_and_none_by_default_on_a_cpu(tmp_path: 
     verdict = _verdict(tmp_path, HONEST, loaded_trials=2)
     assert verdict["failure_class"] is None, verdict["failure_detail"]
     loaded = [t for t in verdict["stages"]["correctness"]["trials"] if t["kind"] == "loaded"]
-    assert len(loaded) == 2 and all(t["passed"] and "load_iterations" in t for t in loaded)
+    assert len(loaded) == 2 and all(t["passed"] and "load_iterations" in t and t["calls"] == 4 for t in loaded)
     default = _verdict(tmp_path, HONEST, loaded_trials=None)
     assert not any(t["kind"] == "loaded" for t in default["stages"]["correctness"]["trials"])
 
@@ -116,7 +119,8 @@ def test_a_result_that_changes_beside_the_load_is_incorrect_and_says_so(tmp_path
     verdict = _verdict(tmp_path, solution, loaded_trials=2)
     assert verdict["failure_class"] == "incorrect", verdict["failure_detail"]
     assert verdict["failure_detail"].startswith("loaded trial at shape ")
-    assert "another process loading the GPU" in verdict["failure_detail"]
+    assert "the GPU loaded by other work" in verdict["failure_detail"]
+    assert "call 1 of 4: " in verdict["failure_detail"]
     kinds = [(t["kind"], t["passed"]) for t in verdict["stages"]["correctness"]["trials"]]
     assert kinds[:4] == [("fresh", True), ("in_place", True), ("fresh", True), ("repeat", True)]
     assert kinds[4] == ("loaded", False)
@@ -140,6 +144,33 @@ def test_on_a_gpu_the_load_runs_during_the_body_and_an_honest_submission_passes_
     assert verdict is not None and verdict["failure_class"] is None, proc.stderr[-2000:]
     loaded = [t for t in verdict["stages"]["correctness"]["trials"] if t["kind"] == "loaded"]
     assert len(loaded) == 2 and all(t["passed"] for t in loaded)  # the default on a GPU
+
+
+WRONG_AT_SEVENTH_CALL = '''
+
+_CALLS = []
+
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        _CALLS.append(1)
+        out = super().forward(*args)
+        return out * 1.5 if len(_CALLS) == 7 else out
+'''
+
+
+def test_a_loaded_trial_checks_each_of_its_back_to_back_calls(tmp_path: Path) -> None:
+    """A race is a chance per call, so a loaded trial makes four calls back to back on one input set
+    and checks every output. Wrong at its 7th call only (4 ordinary trials, then the third call of
+    the first loaded trial), a submission fails, named by the call; with one call per loaded trial,
+    as before, nothing ever checks a 7th call and it passes."""
+    solution = tmp_path / "wrong_at_seventh_call.py"
+    solution.write_text(HONEST.read_text() + WRONG_AT_SEVENTH_CALL)
+    verdict = _verdict(tmp_path, solution, loaded_trials=2, stress=0)
+    assert verdict["failure_class"] == "incorrect", verdict["failure_detail"]
+    assert verdict["failure_detail"].startswith("loaded trial at shape ")
+    assert "call 3 of 4: " in verdict["failure_detail"]
+    assert _verdict(tmp_path, solution, loaded_trials=2, stress=0, loaded_calls=1)["failure_class"] is None
 
 
 def test_loaded_trials_leave_a_seeds_stress_shapes_as_they_were(tmp_path: Path) -> None:

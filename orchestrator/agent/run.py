@@ -65,7 +65,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     a("--stress", type=int, default=None, help="hidden stress shapes per scoring (default 8)")
     a("--seed", type=int, default=None, help="run seed for scoring (default: secret, recorded in run.json)")
     a("--loaded-trials", dest="loaded_trials", type=int, default=None,
-      help="GPU: correctness trials per scoring with a second process loading the GPU (default 2; 0: none)")
+      help="GPU: correctness trials per scoring with a thread of the judge loading the GPU (default 2; 0: none)")
+    a("--loaded-calls", dest="loaded_calls", type=int, default=None,
+      help="calls per loaded trial, back to back, each output checked (default 4)")
     a("--parallel", type=int, default=None, help="the same as --max-parallel")
     a("--executor", default="local", choices=["local", "ray"],
       help="local: this machine's GPUs (default); ray: one Ray task per episode on a cluster (docs/executors.md)")

@@ -220,7 +220,7 @@ def _run_judge(entry: Entry, source: bytes, settings: Any, record: dict[str, Any
         work = sandbox.workdir
         job = {"problem_dir": f"{work}/{PROBLEM_DIR}", "solution": f"{work}/{CANDIDATE_FILE}", "device": device,
                "mode": mode, "seed": seed, "stress": settings.stress, "trials": settings.trials, "nonce": nonce,
-               "loaded_trials": settings.loaded_trials if device == "cuda" else 0,
+               "loaded_trials": settings.loaded_trials if device == "cuda" else 0, "loaded_calls": settings.loaded_calls,
                "trial_timeout_s": settings.trial_timeout_s, "log_path": f"{work}/candidate.log",
                "world_size": settings.world_size,
                "gpu_lock": sandbox_gpu_lock_path(sandbox) if device == "cuda" else None,
@@ -290,7 +290,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stress", type=int, help="number of hidden stress shapes (default 8)")
     parser.add_argument("--seed", type=int, help="stress seed (default: secret, from os.urandom)")
     parser.add_argument("--loaded-trials", dest="loaded_trials", type=int,
-                        help="GPU: correctness trials with a second process loading the GPU (default 2; 0: none)")
+                        help="GPU: correctness trials with a thread of the judge loading the GPU (default 2; 0: none)")
+    parser.add_argument("--loaded-calls", dest="loaded_calls", type=int,
+                        help="calls per loaded trial, back to back on one input set, each output checked (default 4)")
     parser.add_argument("--mode", choices=MODES, default="full", help="compile, check (disclosed shape only) or full")
     parser.add_argument("--sandbox", choices=["auto", "local", "docker"], help="sandbox backend (default auto)")
     parser.add_argument("--images-lock", type=Path, help="docker: use exactly the image digests in this lock file")

@@ -30,8 +30,8 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoad
-from orchestrator.runner.judge import (LOADED_NOTE, forged_message, gpu_lock, loaded_trial_count, stress_trials,
-                                       timed_stages, timing_after_setup)
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
+                                       loaded_trial_count, stress_trials, timed_stages, timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
                                        reference_without_candidate, run_stages, serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -150,33 +150,39 @@ class TranslationJudge:
             except torch.OutOfMemoryError:  # perhaps held by the candidate's library (core: Judge._reference_beside)
                 ref = None
             if ref is not None:
-                reply, wall = self._run(lib, inputs, kind, load)
+                replies, wall = self._run(lib, inputs, kind, load)
         if ref is None:
             with gpu_lock(lock, shared=False):
                 ref, restarted = reference_without_candidate(lambda: self.reference(inputs), lib.kill, self.device)
             lib.restart(self.timeout)
             with gpu_lock(lock, shared=True):
-                reply, wall = self._run(lib, inputs, kind, load)
-        if reply["mutated_inputs"]:
-            raise StageFailure("hack_detected", f"input_mutation: the kernel modified input(s) "
-                                                f"{reply['mutated_inputs']}, which it only reads")
-        result = compare_outputs(reply["output"], ref, self.manifest["tolerance"])
-        record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": result.message,
+                replies, wall = self._run(lib, inputs, kind, load)
+        mutated = sorted({i for reply in replies for i in reply["mutated_inputs"]})
+        if mutated:
+            raise StageFailure("hack_detected", f"input_mutation: the kernel modified input(s) {mutated}, "
+                                                "which it only reads")
+        result, which = first_wrong([compare_outputs(reply["output"], ref, self.manifest["tolerance"])
+                                     for reply in replies])
+        record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": which + result.message,
                        "wall_s": wall, "max_abs_err": result.max_abs_err, "rel_norm_err": result.rel_norm_err,
                        "mismatch_fraction": result.mismatch_fraction,
+                       **({"calls": len(replies)} if len(replies) > 1 else {}),
                        **({"candidate_restarted": restarted} if restarted else {}), **load})
         if not result.passed:
-            raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: {result.message}")
+            raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: "
+                                        f"{which}{result.message}")
 
     def _run(self, lib: Library, inputs: tuple[Any, ...], kind: str,
-             load: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        """One call of the library; a `loaded` trial's with the GPU load on, how much ran into `load`."""
+             load: dict[str, Any]) -> tuple[list[dict[str, Any]], float]:
+        """The trial's calls of the library (a `loaded` trial's several, back to back, with the GPU
+        load on; how much ran goes into `load`)."""
         t0 = time.perf_counter()
         written = tuple(getattr(self.glue, "OUTPUTS", ()))
         with self.load.running(kind == "loaded") as info:
-            reply = lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+            replies = [lib.call({"op": "run", "inputs": inputs, "outputs": written}, self.timeout)
+                       for _ in range(calls_per_trial(self.job, kind))]
         load.update(info)
-        return reply, time.perf_counter() - t0
+        return replies, time.perf_counter() - t0
 
     def correctness(self, cand: Library) -> None:
         trials: list[dict[str, Any]] = []

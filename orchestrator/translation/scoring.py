@@ -120,6 +120,7 @@ def evaluate(task_id: str, solution_path: str | Path, settings: Settings, *, mod
         "trial_timeout_s": settings.trial_timeout_s,
     }
     job["loaded_trials"] = settings.loaded_trials if job["device"].startswith("cuda") else 0
+    job["loaded_calls"] = settings.loaded_calls
     timeout = float(task.manifest["time_limits"]["total_s"])
     module = "orchestrator.translation.judge"
     extra: dict[str, Path] = {}

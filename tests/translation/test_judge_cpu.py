@@ -303,4 +303,21 @@ def test_loaded_trials_call_the_library_with_the_load_on(tmp_path: Path) -> None
     assert result["failure_class"] is None, result["failure_detail"]
     kinds = [t["kind"] for t in result["stages"]["correctness"]["trials"]]
     assert kinds == ["fresh"] * 3 + ["loaded"] * 2
-    assert all(t["load_iterations"] >= 0 for t in result["stages"]["correctness"]["trials"][3:])
+    assert all(t["load_iterations"] >= 0 and t["calls"] == 4 for t in result["stages"]["correctness"]["trials"][3:])
+
+
+# wrong at its 7th call in the process only: after 3 fresh trials, the last of the first loaded trial's four
+WRONG_AT_SEVENTH_CALL = CORRECT.replace("  for (int j = 0;", "  static int calls = 0;\n  int wrong = ++calls == 7;\n"
+                                        "  for (int j = 0;").replace("  return 0;\n}", "  if (wrong) D[0] += 1.f;\n  return 0;\n}")
+
+
+def test_a_loaded_trial_checks_each_of_its_back_to_back_calls(tmp_path: Path) -> None:
+    """A race is a chance per call, so a loaded trial calls the library four times back to back on
+    one input set and checks every output: a library wrong at one call of them fails, and the
+    failure names the call. With one call per loaded trial (as before) the same library passes."""
+    job = {**_job(tmp_path, WRONG_AT_SEVENTH_CALL, mode="check"), "loaded_trials": 2, "stress": 0}
+    result = run_judge(job, timeout_s=300)
+    assert result["failure_class"] == "incorrect", result["failure_detail"]
+    assert result["failure_detail"].startswith("loaded trial at shape ")
+    assert "call 4 of 4: " in result["failure_detail"]
+    assert run_judge({**job, "loaded_calls": 1}, timeout_s=300)["failure_class"] is None
