@@ -131,3 +131,44 @@ def test_a_judge_past_its_limit_says_which_stage_it_was_in(tmp_path):
     assert record["failure_class"] == "timeout", record["failure_detail"]
     assert "did not finish within" in record["failure_detail"]
     assert "last stage started:" in record["failure_detail"] and "correctness trial 1" in record["failure_detail"]
+
+
+WRONG_ON_RANK_1_AT_ITS_SEVENTH_CALL = HONEST_BUT_SKEWED.replace("SKEW", "1.0").replace(
+    "class ModelNew(nn.Module):\n    def forward(self, rowptr, col, val, x_local):\n",
+    "_CALLS = []\nclass ModelNew(nn.Module):\n    def forward(self, rowptr, col, val, x_local):\n        _CALLS.append(1)\n"
+).replace("return y * 1.0 if dist.get_rank() == 1 else y", "return y * 1.01 if dist.get_rank() == 1 and len(_CALLS) == 7 else y")
+
+
+def judge_directly(tmp_path: Path, solution: Path, **job_keys) -> dict:
+    """The judge without eval's sandbox: a CPU eval never asks for loaded trials, a job can."""
+    from orchestrator.runner.judge import parse_verdict
+    nonce = "ab" * 32
+    job = {"problem_dir": str(REPO / "problems" / SPMM), "solution": str(solution), "device": "cpu", "mode": "check",
+           "seed": 5, "stress": 0, "trials": 3, "world_size": 2, "nonce": nonce,
+           "log_path": str(tmp_path / "cand.log"), **job_keys}
+    r = subprocess.run([sys.executable, "-m", "orchestrator.runner.judge"], input=json.dumps(job), text=True,
+                       capture_output=True, cwd=REPO, timeout=600)
+    verdict = parse_verdict(r.stdout, nonce)
+    assert verdict is not None, r.stderr[-2000:]
+    return verdict
+
+
+def test_loaded_trials_load_every_rank_and_check_each_call(tmp_path):
+    """Loaded trials in the collectives judge, as in the single-process one: the load runs during
+    the calls (gpuload.GpuLoads, one load per distinct device: one on a CPU), and each loaded trial
+    makes four calls on every rank and checks each. Rank 1 wrong at its 7th call only (4 ordinary
+    trials, then the third call of the first loaded trial) fails, named by call and rank; with one
+    call per loaded trial, as before, it passes."""
+    solution = tmp_path / "wrong_at_seventh.py"
+    solution.write_text(WRONG_ON_RANK_1_AT_ITS_SEVENTH_CALL)
+    verdict = judge_directly(tmp_path, solution, loaded_trials=2)
+    assert verdict["failure_class"] == "incorrect", verdict["failure_detail"]
+    assert verdict["failure_detail"].startswith("loaded trial at shape ")
+    assert "the GPU loaded by other work" in verdict["failure_detail"]
+    assert "call 3 of 4: rank 1: " in verdict["failure_detail"]
+    failed = verdict["stages"]["correctness"]["trials"][-1]
+    assert failed["kind"] == "loaded" and failed["failed_ranks"] == [1] and failed["calls"] == 4
+    assert failed["load_iterations"] >= 0
+    passed = judge_directly(tmp_path, solution, loaded_trials=2, loaded_calls=1)
+    assert passed["failure_class"] is None, passed["failure_detail"]
+    assert [t["kind"] for t in passed["stages"]["correctness"]["trials"]][-2:] == ["loaded", "loaded"]

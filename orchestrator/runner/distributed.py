@@ -43,7 +43,9 @@ import torch
 import torch.distributed as dist
 
 from orchestrator.runner import candidate, timing
-from orchestrator.runner.judge import Candidate, Judge, StageFailure, _median, device_info, progress
+from orchestrator.runner.gpuload import GpuLoads
+from orchestrator.runner.judge import (LOADED_NOTE, Candidate, Judge, StageFailure, _median, calls_per_trial, device_info,
+                                       progress)
 from orchestrator.runner.problem import tree_digest
 from orchestrator.runner.shapes import Shape, shape_key
 
@@ -221,6 +223,7 @@ class DistributedJudge(Judge):
                                               f"{torch.cuda.device_count()} visible")
         self.backend = "gloo" if cpu else "nccl"
         self.devices = ["cpu"] * self.world_size if cpu else [f"cuda:{r}" for r in range(self.world_size)]
+        self.load = GpuLoads(self.devices)  # a loaded trial loads every rank's GPU
         self.scratch = tempfile.mkdtemp(prefix="popcorn-dist-")
         self.refs: RankGroup | None = None
         self.ref_built: set[str] = set()
@@ -283,23 +286,31 @@ class DistributedJudge(Judge):
     def _trial(self, cand: Any, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
         progress(f"{'stress' if kind == 'stress' else 'correctness'} trial {len(record or []) + 1} ({kind})")
-        key = os.urandom(16)
+        key, calls = os.urandom(16), calls_per_trial(self.job, kind)
         with self.gpu_shared():  # no other evaluation times these GPUs meanwhile (nor uses the host's CPUs much)
             inputs = self.rank_inputs(shape, seed)
             refs = self.reference_outputs(shape, inputs)
             t0 = time.perf_counter()
-            replies = cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "digest_key": key,
-                                      "reuse_buffers": reuse_buffers} for x in inputs], self._trial_limit())
+            with self.load.running(kind == "loaded") as load:  # the calls back to back, checked after
+                per_call = [cand.call_all([{"op": "forward", "key": shape_key(shape), "inputs": x, "digest_key": key,
+                                            "reuse_buffers": reuse_buffers} for x in inputs], self._trial_limit())
+                            for _ in range(calls)]
             wall = time.perf_counter() - t0
-            results = []  # compared under the hold too: comparing may run kernels
-            for rank, (reply, x, ref) in enumerate(zip(replies, inputs, refs)):
-                if reply["inputs_digest"] != tree_digest(x, key):
-                    raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
-                results.append(self.problem.compare(x, reply["output"], ref))
+            checked = []  # compared under the hold too: comparing may run kernels
+            for replies in per_call:
+                for rank, (reply, x) in enumerate(zip(replies, inputs)):
+                    if reply["inputs_digest"] != tree_digest(x, key):
+                        raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
+                checked.append([self.problem.compare(x, reply["output"], ref)
+                                for reply, x, ref in zip(replies, inputs, refs)])
+        at = next((c for c, results in enumerate(checked) if not all(r.passed for r in results)), calls - 1)
+        results, which = checked[at], (f"call {at + 1} of {calls}: " if calls > 1 else "")
         bad = [r for r, res in enumerate(results) if not res.passed]
         entry: dict[str, Any] = {"kind": kind, "shape": shape, "world_size": self.world_size, "passed": not bad,
-                                 "message": "; ".join(f"rank {r}: {results[r].message}" for r in bad), "wall_s": wall,
-                                 "failed_ranks": bad}
+                                 "message": which + "; ".join(f"rank {r}: {results[r].message}" for r in bad),
+                                 "wall_s": wall, "failed_ranks": bad, **load}
+        if calls > 1:
+            entry["calls"] = calls
         for field_name in ("max_abs_err", "rel_norm_err", "mismatch_fraction"):
             values = [getattr(res, field_name) for res in results if getattr(res, field_name) is not None]
             if values:
@@ -307,8 +318,8 @@ class DistributedJudge(Judge):
         if record is not None:
             record.append(entry)
         if bad:
-            raise StageFailure(failure, f"{kind} trial at shape {shape}, world size {self.world_size}, "
-                                        f"rank {bad[0]}: {results[bad[0]].message}")
+            raise StageFailure(failure, f"{kind} trial at shape {shape}, world size {self.world_size}"
+                                        f"{LOADED_NOTE if load else ''}, {which}rank {bad[0]}: {results[bad[0]].message}")
 
     def lock_waited(self, seconds: float) -> None:
         progress(f"waited {seconds:.0f} s for the GPU lock")
@@ -365,10 +376,8 @@ class DistributedJudge(Judge):
             "speedup_ci95": [ci[0], ci[1]],
         })
 
-    def loaded_trials(self) -> int:
-        return 0  # the GPU load runs on one GPU; a trial here spans world_size of them (docs/decisions.md)
-
     def close(self) -> None:
+        super().close()
         if self.refs is not None:
             self.refs.close()
 

@@ -1,14 +1,13 @@
 """A load on the GPU, from the judge's process, while a candidate runs a correctness trial.
 
-Some races only show when the GPU is shared: a kernel that releases a shared-memory buffer
-while its own TMA store may still be reading it computes right on a quiet GPU and wrong when
-another process shares the GPU (whether through the time slices that preempt its blocks or
-through slower memory was not separated). CUTLASS example 88's backward did exactly that
-(tr-fa2-bwd's H100 reference: 2,187 wrong dQ of 3,027 calls beside one loading process, 2 of
-about 90 trials in lanes; docs/decisions.md, "Source fixes"). Without a load of our own,
-whether such a kernel passed depended on which other evaluations happened to share the GPU.
-So the judges run a few correctness trials with this load on (`loaded` trials) and record how
-much load ran during each.
+Some races show more often when the GPU is shared: a kernel that releases a shared-memory
+buffer while its own TMA store may still be reading it computes wrong now and then, and more
+often beside other work. CUTLASS example 88's backward did exactly that (tr-fa2-bwd's H100
+reference, in back-to-back calls: 34 % wrong on a quiet H100, 46 % beside this load, 72 %
+beside a loading process; 2 of about 90 trials in lanes; docs/decisions.md, "Source fixes").
+Without a load of our own, whether such a kernel passed depended on which other evaluations
+happened to share the GPU. So the judges run a few correctness trials with this load on
+(`loaded` trials, several calls each) and record how much load ran during each.
 
 The load is a thread of the judge, on a CUDA stream of its own in the judge's context (to the
 candidate's process it is another process on the GPU): fp32 matmuls (the SMs) and copies
@@ -22,7 +21,7 @@ part of the runner, which the problem images carry alone: it imports nothing els
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any, Iterator
 
 import torch
@@ -119,3 +118,24 @@ class GpuLoad:
             del self._a, self._c, self._src, self._dst
             if self.cuda:
                 torch.cuda.empty_cache()
+
+
+class GpuLoads:
+    """A GpuLoad on each of `devices` (once per distinct device), run together: a multi-GPU
+    judge's trial spans several GPUs. `running()` reports the iterations of all of them."""
+
+    def __init__(self, devices: list[str]) -> None:
+        self.loads = [GpuLoad(device) for device in dict.fromkeys(devices)]
+
+    @contextmanager
+    def running(self, on: bool = True) -> Iterator[dict[str, Any]]:
+        info: dict[str, Any] = {}
+        with ExitStack() as stack:
+            each = [stack.enter_context(load.running(on)) for load in self.loads]
+            yield info
+        if on:
+            info["load_iterations"] = sum(i["load_iterations"] for i in each)
+
+    def close(self) -> None:
+        for load in self.loads:
+            load.close()

@@ -32,7 +32,9 @@ import torch
 
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
-from orchestrator.runner.judge import forged_message, gpu_lock, stress_trials, timed_stages, timing_after_setup
+from orchestrator.runner.gpuload import GpuLoads
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, forged_message, gpu_lock, loaded_trial_count,
+                                       stress_trials, timed_stages, timing_after_setup)
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -164,6 +166,8 @@ class MultiJudge:
         seed = job.get("seed")
         self.seed = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
         self.rng = random.Random(self.seed)
+        self.loaded_rng = random.Random(f"loaded-{self.seed}")  # as the single judges': other trials keep their seeds
+        self.load = GpuLoads(self.devices)  # a loaded trial loads every rank's GPU
         self.timeout = float(job.get("trial_timeout_s") or self.manifest["time_limits"]["trial_s"])
         self.disclosed = default_shape(self.manifest["shapes"], "cuda" if self.cuda else "cpu")
         self.shapes = [self.disclosed]
@@ -212,8 +216,10 @@ class MultiJudge:
         trials: list[dict[str, Any]] = []
         self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials,
                                       "world_size": self.world_size}
-        for _ in range(max(int(self.job.get("trials", 3)), 1)):
-            self._trial(cand, self.disclosed, "fresh", trials, "incorrect")
+        loaded = loaded_trial_count(self.job, "cuda" if self.cuda else "cpu")
+        for kind in ["fresh"] * max(int(self.job.get("trials", 3)), 1) + ["loaded"] * loaded:
+            self._trial(cand, self.disclosed, kind, trials, "incorrect")
+        self.load.close()  # its buffers are not needed past correctness
         self.stages["correctness"]["status"] = "passed"
 
     def stress(self, cand: RankGroup) -> None:
@@ -222,24 +228,33 @@ class MultiJudge:
 
     def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
+        calls = calls_per_trial(self.job, kind)
         with gpu_lock(self.job.get("gpu_lock"), shared=True):
-            all_inputs = self.rank_inputs(shape, self.rng.getrandbits(62))
+            all_inputs = self.rank_inputs(shape, (self.loaded_rng if kind == "loaded" else self.rng).getrandbits(62))
             written = tuple(getattr(self.glue, "OUTPUTS", ()))
             t0 = time.perf_counter()
-            replies = group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs], "run")
+            with self.load.running(kind == "loaded") as load:  # the calls back to back, checked after
+                per_call = [group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs],
+                                           "run") for _ in range(calls)]
             wall = time.perf_counter() - t0
-            refs = [self.reference(all_inputs, rank) for rank in range(len(replies))]
-        for rank, reply in enumerate(replies):
-            if reply["mutated_inputs"]:
-                raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified input(s) "
-                                                    f"{reply['mutated_inputs']}, which it only reads")
-            result = compare_outputs(reply["output"], refs[rank], self.manifest["tolerance"])
+            refs = [self.reference(all_inputs, rank) for rank in range(self.world_size)]
+        for replies in per_call:
+            for rank, reply in enumerate(replies):
+                if reply["mutated_inputs"]:
+                    raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified input(s) "
+                                                        f"{reply['mutated_inputs']}, which it only reads")
+        checked = [[compare_outputs(reply["output"], refs[rank], self.manifest["tolerance"])
+                    for rank, reply in enumerate(replies)] for replies in per_call]
+        at = next((c for c, results in enumerate(checked) if not all(r.passed for r in results)), calls - 1)
+        which = f"call {at + 1} of {calls}: " if calls > 1 else ""
+        for rank, result in enumerate(checked[at]):
             record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
-                           "message": result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
-                           "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction})
+                           "message": which + result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
+                           "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction,
+                           **({"calls": calls} if calls > 1 else {}), **load})
             if not result.passed:
-                raise StageFailure(failure, f"{kind} trial at shape {shape}, rank {rank} of {self.world_size}: "
-                                            f"{result.message}")
+                raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}, {which}"
+                                            f"rank {rank} of {self.world_size}: {result.message}")
 
     def _time(self, group: RankGroup, sets: Callable[[], dict[str, Any]], iters: int, warmup: int,
               regions: timing.RegionSizes, name: str, nbytes: int) -> list[float]:
@@ -329,6 +344,7 @@ class MultiJudge:
     def close(self) -> None:
         for g in self.open:
             g.close()
+        self.load.close()
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:

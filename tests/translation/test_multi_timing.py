@@ -122,23 +122,27 @@ int popcorn_allreduce(int rank, int ws, void* const* bufs, void* const* flags, c
 """
 
 
+def _allreduce_job(tmp_path: Path, source: str, **keys: Any) -> dict[str, Any]:
+    """A multi judge's job for tr-vllm-custom-allreduce on two CPU ranks, every side `source` built by the host."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    src, lib = tmp_path / "allreduce.c", tmp_path / "allreduce.so"
+    src.write_text(source)
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    task = find_task("tr-vllm-custom-allreduce", REPO_ROOT / "translation")
+    return {"task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"], "world_size": 2,
+            "devices": ["cpu"] * 2, "seed": 3, "libraries": {"candidate": str(lib), "h100": str(lib), "a100": str(lib)},
+            "trial_timeout_s": 60, "log_dir": str(tmp_path / "logs"), **keys}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("release", ["spin", "barrier"])  # "barrier": the old release, kept for comparisons
 def test_the_allreduce_task_is_timed_with_every_librarys_release_skew(tmp_path: Path, release: str) -> None:
     """About 30 s each on a loaded 2-core machine: three rank groups importing torch."""
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        pytest.skip("no C compiler")
     from orchestrator.translation.scoring import run_judge
-    src, lib = tmp_path / "allreduce.c", tmp_path / "allreduce.so"
-    src.write_text(ALLREDUCE)
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
-    task = find_task("tr-vllm-custom-allreduce", REPO_ROOT / "translation")
-    job = {"task_dir": str(task.path), "symbol": task.manifest["entry"]["symbol"], "world_size": 2,
-           "devices": ["cpu"] * 2, "mode": "full", "seed": 3,
-           "libraries": {"candidate": str(lib), "h100": str(lib), "a100": str(lib)},
-           "trials": 2, "stress": 2, "timing": {"iters": 10, "warmup": 1, "input_sets": 2, "release": release},
-           "trial_timeout_s": 60, "log_dir": str(tmp_path / "logs")}
+    job = _allreduce_job(tmp_path, ALLREDUCE, mode="full", trials=2, stress=2,
+                         timing={"iters": 10, "warmup": 1, "input_sets": 2, "release": release})
     result = run_judge(job, timeout_s=600, module="orchestrator.translation.multijudge")
     assert result["failure_class"] is None, result["failure_detail"]
     timing = result["stages"]["timing"]
@@ -179,3 +183,29 @@ def test_a_rank_region_holds_the_judges_count_of_calls_on_fresh_copies() -> None
     assert [v for _, v in timed] == [float(i % 3) for i in range(20)]  # the sets in rotation
     assert all(original.data_ptr() not in {p for p, _ in timed} for (original,) in sets)  # copies, not the sets
     assert all(2.0 <= t < 50.0 for t in result["times_ms"])  # per call, not per region (8 ms)
+
+
+# rank 1's output wrong at its 6th call only: after 3 fresh trials, the third call of the first loaded trial
+ALLREDUCE_WRONG_AT_SIXTH_CALL = ALLREDUCE.replace(
+    "  __atomic_store_n(&me[1], gen, __ATOMIC_RELEASE);",
+    "  static int calls = 0;\n  if (++calls == 6 && rank == 1) ((uint16_t*)output)[0] ^= 0x4000;\n"
+    "  __atomic_store_n(&me[1], gen, __ATOMIC_RELEASE);")
+
+
+def test_loaded_trials_in_the_multi_judge_check_each_call_on_every_rank(tmp_path: Path) -> None:
+    """The multi-GPU judge runs loaded trials as the single ones do (gpuload.GpuLoads: a load on
+    each rank's device, one on a CPU), four calls each, every rank's output checked at every call:
+    rank 1 wrong at its 6th call fails, named by call and rank; with one call per loaded trial,
+    as before, it passes."""
+    from orchestrator.translation.scoring import run_judge
+    job = _allreduce_job(tmp_path, ALLREDUCE_WRONG_AT_SIXTH_CALL, mode="check", trials=3, stress=0, loaded_trials=2)
+    result = run_judge(job, timeout_s=600, module="orchestrator.translation.multijudge")
+    assert result["failure_class"] == "incorrect", result["failure_detail"]
+    assert result["failure_detail"].startswith("loaded trial at shape ")
+    assert "call 3 of 4: rank 1 of 2: " in result["failure_detail"]
+    failed = result["stages"]["correctness"]["trials"][-1]
+    assert failed["kind"] == "loaded" and failed["calls"] == 4 and failed["load_iterations"] >= 0
+    passed = run_judge({**job, "loaded_calls": 1, "log_dir": str(tmp_path / "logs1")}, timeout_s=600,
+                       module="orchestrator.translation.multijudge")
+    assert passed["failure_class"] is None, passed["failure_detail"]
+    assert [t["kind"] for t in passed["stages"]["correctness"]["trials"]] == ["fresh"] * 6 + ["loaded"] * 4
