@@ -45,7 +45,7 @@ import torch.distributed as dist
 from orchestrator.runner import candidate, timing
 from orchestrator.runner.gpuload import GpuLoads
 from orchestrator.runner.judge import (LOADED_NOTE, Candidate, Judge, StageFailure, _median, calls_per_trial, device_info,
-                                       progress)
+                                       first_wrong, progress)
 from orchestrator.runner.problem import tree_digest
 from orchestrator.runner.shapes import Shape, shape_key
 
@@ -303,8 +303,7 @@ class DistributedJudge(Judge):
                         raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
                 checked.append([self.problem.compare(x, reply["output"], ref)
                                 for reply, x, ref in zip(replies, inputs, refs)])
-        at = next((c for c, results in enumerate(checked) if not all(r.passed for r in results)), calls - 1)
-        results, which = checked[at], (f"call {at + 1} of {calls}: " if calls > 1 else "")
+        results, which = first_wrong(checked, passed=lambda ranks: all(r.passed for r in ranks))
         bad = [r for r, res in enumerate(results) if not res.passed]
         entry: dict[str, Any] = {"kind": kind, "shape": shape, "world_size": self.world_size, "passed": not bad,
                                  "message": which + "; ".join(f"rank {r}: {results[r].message}" for r in bad),

@@ -170,12 +170,13 @@ def calls_per_trial(job: dict[str, Any], kind: str) -> int:
     return max(int(job.get("loaded_calls", LOADED_CALLS)), 1) if kind == "loaded" else 1
 
 
-def first_wrong(results: list[Any]) -> tuple[Any, str]:
-    """The first failing of a trial's comparisons (else the last) and, for a trial of several calls,
-    which call it was, for the failure's message."""
-    n = len(results)
-    at = next((i for i, r in enumerate(results) if not r.passed), n - 1)
-    return results[at], (f"call {at + 1} of {n}: " if n > 1 else "")
+def first_wrong(per_call: list[Any], passed: Callable[[Any], bool] = lambda result: result.passed) -> tuple[Any, str]:
+    """A trial's first failing call's comparison (else the last call's) and, for a trial of several
+    calls, which call it was, for the failure's message. A multi-rank judge passes each call's
+    list of rank results and a `passed` that wants them all."""
+    n = len(per_call)
+    at = next((i for i, results in enumerate(per_call) if not passed(results)), n - 1)
+    return per_call[at], (f"call {at + 1} of {n}: " if n > 1 else "")
 
 PROGRESS_PREFIX = "[popcorn "  # scoring.pipeline finds the last of these lines in a timed-out judge
 

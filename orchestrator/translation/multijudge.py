@@ -33,8 +33,8 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoads
-from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, forged_message, gpu_lock, loaded_trial_count,
-                                       stress_trials, timed_stages, timing_after_setup)
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
+                                       loaded_trial_count, stress_trials, timed_stages, timing_after_setup)
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -245,9 +245,8 @@ class MultiJudge:
                                                         f"{reply['mutated_inputs']}, which it only reads")
         checked = [[compare_outputs(reply["output"], refs[rank], self.manifest["tolerance"])
                     for rank, reply in enumerate(replies)] for replies in per_call]
-        at = next((c for c, results in enumerate(checked) if not all(r.passed for r in results)), calls - 1)
-        which = f"call {at + 1} of {calls}: " if calls > 1 else ""
-        for rank, result in enumerate(checked[at]):
+        results, which = first_wrong(checked, passed=lambda ranks: all(r.passed for r in ranks))
+        for rank, result in enumerate(results):
             record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
                            "message": which + result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
                            "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction,
