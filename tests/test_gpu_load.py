@@ -88,14 +88,12 @@ class ModelNew(ModelNew):
 '''
 
 
-def _verdict(tmp_path: Path, solution: Path, loaded_trials: int | None, mode: str = "check", stress: int = 1,
-             **job_keys: Any) -> dict:
+def _verdict(tmp_path: Path, solution: Path, mode: str = "check", stress: int = 1, **job_keys: Any) -> dict:
+    """The core judge's verdict on a CPU; `job_keys` (loaded_trials, loaded_calls) go into its job."""
     nonce = "cd" * 32
     job = {"problem_dir": str(PROBLEM), "solution": str(solution), "device": "cpu", "mode": mode, "seed": 5,
            "stress": stress, "trials": 3, "nonce": nonce, "log_path": str(tmp_path / "cand.log"),
            "timing": {"iters_cpu": 1, "warmup": 0, "input_sets": 1}}
-    if loaded_trials is not None:
-        job["loaded_trials"] = loaded_trials
     job.update(job_keys)
     proc = subprocess.run([sys.executable, "-m", "orchestrator.runner.judge"], input=json.dumps(job), text=True,
                           capture_output=True, cwd=REPO_ROOT, timeout=300)
@@ -109,7 +107,7 @@ def test_loaded_trials_run_with_the_load_and_none_by_default_on_a_cpu(tmp_path: 
     assert verdict["failure_class"] is None, verdict["failure_detail"]
     loaded = [t for t in verdict["stages"]["correctness"]["trials"] if t["kind"] == "loaded"]
     assert len(loaded) == 2 and all(t["passed"] and "load_iterations" in t and t["calls"] == 4 for t in loaded)
-    default = _verdict(tmp_path, HONEST, loaded_trials=None)
+    default = _verdict(tmp_path, HONEST)
     assert not any(t["kind"] == "loaded" for t in default["stages"]["correctness"]["trials"])
 
 

@@ -45,7 +45,7 @@ import torch.distributed as dist
 from orchestrator.runner import candidate, timing
 from orchestrator.runner.gpuload import GpuLoads
 from orchestrator.runner.judge import (LOADED_NOTE, Candidate, Judge, StageFailure, _median, calls_per_trial, device_info,
-                                       first_wrong, progress)
+                                       first_wrong, loaded_fields, progress)
 from orchestrator.runner.problem import tree_digest
 from orchestrator.runner.shapes import Shape, shape_key
 
@@ -297,9 +297,10 @@ class DistributedJudge(Judge):
                             for _ in range(calls)]
             wall = time.perf_counter() - t0
             checked = []  # compared under the hold too: comparing may run kernels
+            digests = [tree_digest(x, key) for x in inputs]
             for replies in per_call:
-                for rank, (reply, x) in enumerate(zip(replies, inputs)):
-                    if reply["inputs_digest"] != tree_digest(x, key):
+                for rank, (reply, digest) in enumerate(zip(replies, digests)):
+                    if reply["inputs_digest"] != digest:
                         raise StageFailure("hack_detected", f"input_mutation: rank {rank} modified its input tensors")
                 checked.append([self.problem.compare(x, reply["output"], ref)
                                 for reply, x, ref in zip(replies, inputs, refs)])
@@ -307,9 +308,7 @@ class DistributedJudge(Judge):
         bad = [r for r, res in enumerate(results) if not res.passed]
         entry: dict[str, Any] = {"kind": kind, "shape": shape, "world_size": self.world_size, "passed": not bad,
                                  "message": which + "; ".join(f"rank {r}: {results[r].message}" for r in bad),
-                                 "wall_s": wall, "failed_ranks": bad, **load}
-        if calls > 1:
-            entry["calls"] = calls
+                                 "wall_s": wall, "failed_ranks": bad, **loaded_fields(load, calls)}
         for field_name in ("max_abs_err", "rel_norm_err", "mismatch_fraction"):
             values = [getattr(res, field_name) for res in results if getattr(res, field_name) is not None]
             if values:

@@ -170,6 +170,11 @@ def calls_per_trial(job: dict[str, Any], kind: str) -> int:
     return max(int(job.get("loaded_calls", LOADED_CALLS)), 1) if kind == "loaded" else 1
 
 
+def loaded_fields(load: dict[str, Any], calls: int) -> dict[str, Any]:
+    """What a trial's record says of its load and calls: `load_iterations` if the load ran, `calls` if several."""
+    return {**load, **({"calls": calls} if calls > 1 else {})}
+
+
 def first_wrong(per_call: list[Any], passed: Callable[[Any], bool] = lambda result: result.passed) -> tuple[Any, str]:
     """A trial's first failing call's comparison (else the last call's) and, for a trial of several
     calls, which call it was, for the failure's message. A multi-rank judge passes each call's
@@ -328,7 +333,7 @@ class Judge:
 
     def _trial(self, cand: Candidate, shape: Shape, seed: int, kind: str, record: list[dict] | None,
                reuse_buffers: bool = False, failure: str = "incorrect") -> None:
-        key = os.urandom(16)
+        key, calls = os.urandom(16), calls_per_trial(self.job, kind)
         load: dict[str, Any] = {}
 
         def attempt(alone: bool, restarted: list[str]) -> tuple[Any, float]:
@@ -348,7 +353,6 @@ class Judge:
             on_device = to_device(inputs, self.device)
             return first_wrong([self.problem.compare(on_device, reply["output"], ref) for reply in replies]), wall
 
-        calls = calls_per_trial(self.job, kind)
         shared, retried, restarted = self._shares_gpu(), False, []
         try:
             with self.gpu_shared():
@@ -364,21 +368,16 @@ class Judge:
                 (result, which), wall = self._released_after(cand, lambda: attempt(True, restarted))
         entry = {"kind": kind, "shape": shape, "passed": result.passed, "message": which + result.message, "wall_s": wall,
                  **{k: v for k, v in result.to_dict().items() if k in ("max_abs_err", "rel_norm_err", "mismatch_fraction")}}
-        if calls > 1:
-            entry["calls"] = calls
         if retried:
             entry["retried_alone"] = "out of GPU memory beside other evaluations' trials"
         if restarted:
             entry["candidate_restarted"] = restarted[0]
-        entry.update(load)
+        entry.update(loaded_fields(load, calls))
         if record is not None:
             record.append(entry)
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: "
                                         f"{which}{result.message}")
-
-    def loaded_trials(self) -> int:
-        return loaded_trial_count(self.job, self.device)
 
     def close(self) -> None:
         self.load.close()
@@ -411,7 +410,8 @@ class Judge:
         seeds = [self._seed() for _ in range(max(n, 3))]
         plan = [("fresh", seeds[0], False), ("in_place", seeds[1], True), ("fresh", seeds[2], False),
                 ("repeat", seeds[2], False)] + [("fresh", s, False) for s in seeds[3:]]
-        plan += [("loaded", self.loaded_rng.getrandbits(62), False) for _ in range(self.loaded_trials())]
+        loaded = loaded_trial_count(self.job, self.device)
+        plan += [("loaded", self.loaded_rng.getrandbits(62), False) for _ in range(loaded)]
         for kind, seed, reuse in plan:
             self._trial(cand, self.disclosed, seed, kind, trials, reuse_buffers=reuse)
         self.load.close()  # its buffers are not needed past correctness

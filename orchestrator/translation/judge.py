@@ -31,7 +31,8 @@ from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoad
 from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
-                                       loaded_trial_count, stress_trials, timed_stages, timing_after_setup)
+                                       loaded_fields, loaded_trial_count, stress_trials, timed_stages,
+                                       timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
                                        reference_without_candidate, run_stages, serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -166,8 +167,8 @@ class TranslationJudge:
         record.append({"kind": kind, "shape": shape, "passed": result.passed, "message": which + result.message,
                        "wall_s": wall, "max_abs_err": result.max_abs_err, "rel_norm_err": result.rel_norm_err,
                        "mismatch_fraction": result.mismatch_fraction,
-                       **({"calls": len(replies)} if len(replies) > 1 else {}),
-                       **({"candidate_restarted": restarted} if restarted else {}), **load})
+                       **({"candidate_restarted": restarted} if restarted else {}),
+                       **loaded_fields(load, len(replies))})
         if not result.passed:
             raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}: "
                                         f"{which}{result.message}")

@@ -34,7 +34,8 @@ from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoads
 from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
-                                       loaded_trial_count, stress_trials, timed_stages, timing_after_setup)
+                                       loaded_fields, loaded_trial_count, stress_trials, timed_stages,
+                                       timing_after_setup)
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
@@ -250,7 +251,7 @@ class MultiJudge:
             record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
                            "message": which + result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
                            "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction,
-                           **({"calls": calls} if calls > 1 else {}), **load})
+                           **loaded_fields(load, calls)})
             if not result.passed:
                 raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}, {which}"
                                             f"rank {rank} of {self.world_size}: {result.message}")
