@@ -671,6 +671,28 @@ def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Call
                  f"freed when it stopped); it ran with that process stopped, then the candidate restarted")
 
 
+def blame_a_candidate_for_reference_memory(exc: BaseException, stop_candidates: Callable[[], None], device: str,
+                                           lock: str | None) -> None:
+    """A translation judge's timing failed: if the reference ran out of GPU memory there (the
+    judge's own reference, a torch.OutOfMemoryError, or a reference library's process, an
+    infra_error naming it), the candidate's processes may hold that memory. They are stopped with
+    the GPUs alone and a submission whose processes held more than half the GPU fails with
+    runtime_error (refuse_a_candidate_holding_the_gpu); otherwise the caller re-raises `exc`, the
+    judge's error. Without this, a submission that grabs memory after its correctness trials
+    would turn its own slow timing into an infra_error, which no rate counts."""
+    if device == "cpu" or not _reference_out_of_memory(exc):
+        return
+    with gpu_lock(lock):  # what stopping them frees, measured while no other evaluation runs
+        refuse_a_candidate_holding_the_gpu(stop_candidates, device)
+
+
+def _reference_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, StageFailure) and exc.failure_class == "infra_error" and (
+        "OutOfMemoryError" in exc.detail or "out of memory" in exc.detail.lower())
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """The reference's or the candidate's trial ran out of GPU memory."""
     if isinstance(exc, torch.OutOfMemoryError):
