@@ -240,7 +240,10 @@ def test_loaded_trials_catch_example_88s_race_and_pass_the_fixed_reference(tmp_p
            "libraries": {"candidate": library, "h100": library, "a100": library},
            "trials": 1, "loaded_trials": 5, "stress": 0, "trial_timeout_s": 120}
     verdict = run_judge(job, timeout_s=900)
-    loaded = [t for t in verdict["stages"]["correctness"]["trials"] if t["kind"] == "loaded"]
+    trials = verdict["stages"]["correctness"]["trials"]
+    # for the record (pytest -rA shows it): which trial and call the race struck, if any
+    print(f"{variant}: {[(t['kind'], t['passed']) for t in trials]}; {verdict.get('failure_detail', '')[:400]}")
+    loaded = [t for t in trials if t["kind"] == "loaded"]
     if variant == "fixed":
         assert verdict["failure_class"] is None, verdict.get("failure_detail")
         assert len(loaded) == 5 and all(t["load_iterations"] > 0 for t in loaded)
