@@ -29,7 +29,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -641,21 +641,25 @@ def _total_gpu_bytes(device: str) -> int:
     return 0 if device == "cpu" else torch.cuda.get_device_properties(torch.device(device)).total_memory
 
 
-def refuse_a_candidate_holding_the_gpu(stop_candidate: Callable[[], None], device: str) -> float:
-    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process and
-    measure what that freed on the whole GPU. More than CANDIDATE_GPU_SHARE of it is the submission's
-    failure (runtime_error); otherwise return the bytes freed."""
-    free_before = _free_gpu_bytes(device, settle_s=0.0)
+def refuse_a_candidate_holding_the_gpu(stop_candidate: Callable[[], None], device: str | Sequence[str]) -> float:
+    """After the reference ran out of GPU memory with the GPU alone: stop the candidate's process(es)
+    and measure what that freed on each whole GPU named (a multi-GPU judge's ranks sit on several).
+    More than CANDIDATE_GPU_SHARE of any one is the submission's failure (runtime_error); otherwise
+    return the most bytes freed on one."""
+    devices = [device] if isinstance(device, str) else sorted(set(device))
+    free_before = {d: _free_gpu_bytes(d, settle_s=0.0) for d in devices}
     stop_candidate()
-    freed = _free_gpu_bytes(device) - free_before
-    if device != "cpu":
+    freed = {d: _free_gpu_bytes(d) - free_before[d] for d in devices}
+    if devices[0] != "cpu":
         torch.cuda.empty_cache()
-    total = _total_gpu_bytes(device)
-    if total and freed > CANDIDATE_GPU_SHARE * total:
-        raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
-                                            f"submission's process held {freed / 2**30:.1f} GiB of the GPU's "
-                                            f"{total / 2**30:.0f} GiB between calls")
-    return freed
+    for d in devices:
+        total = _total_gpu_bytes(d)
+        if total and freed[d] > CANDIDATE_GPU_SHARE * total:
+            where = f" ({d})" if len(devices) > 1 else ""
+            raise StageFailure("runtime_error", f"out_of_memory: the reference ran out of GPU memory while the "
+                                                f"submission's process held {freed[d] / 2**30:.1f} GiB of the GPU's "
+                                                f"{total / 2**30:.0f} GiB{where} between calls")
+    return max(freed.values())
 
 
 def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Callable[[], None],
@@ -671,19 +675,28 @@ def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Call
                  f"freed when it stopped); it ran with that process stopped, then the candidate restarted")
 
 
-def blame_a_candidate_for_reference_memory(exc: BaseException, stop_candidates: Callable[[], None], device: str,
-                                           lock: str | None) -> None:
-    """A translation judge's timing failed: if the reference ran out of GPU memory there (the
-    judge's own reference, a torch.OutOfMemoryError, or a reference library's process, an
-    infra_error naming it), the candidate's processes may hold that memory. They are stopped with
-    the GPUs alone and a submission whose processes held more than half the GPU fails with
-    runtime_error (refuse_a_candidate_holding_the_gpu); otherwise the caller re-raises `exc`, the
-    judge's error. Without this, a submission that grabs memory after its correctness trials
+@contextlib.contextmanager
+def candidates_blamed_for_reference_memory(handles: Sequence[Any], device: str | Sequence[str],
+                                           lock: str | None) -> Iterator[None]:
+    """Around a translation judge's timing. If it fails because a reference ran out of GPU memory
+    (the judge's own, a torch.OutOfMemoryError, or a reference library's process, an infra_error
+    naming it), the candidate's processes (the `handles` whose role is "candidate") may hold that
+    memory. They are stopped with the GPUs alone, and a submission whose processes held more than
+    half a GPU fails with runtime_error (refuse_a_candidate_holding_the_gpu); otherwise the error
+    stands, the judge's. Without this, a submission that grabs memory after its correctness trials
     would turn its own slow timing into an infra_error, which no rate counts."""
-    if device == "cpu" or not _reference_out_of_memory(exc):
-        return
-    with gpu_lock(lock):  # what stopping them frees, measured while no other evaluation runs
-        refuse_a_candidate_holding_the_gpu(stop_candidates, device)
+    try:
+        yield
+    except (torch.OutOfMemoryError, StageFailure) as exc:
+        if "cpu" not in ([device] if isinstance(device, str) else device) and _reference_out_of_memory(exc):
+            def stop_candidates() -> None:
+                for handle in handles:
+                    if handle.role == "candidate":
+                        handle.kill()
+
+            with gpu_lock(lock):  # what stopping them frees, measured while no other evaluation runs
+                refuse_a_candidate_holding_the_gpu(stop_candidates, device)
+        raise
 
 
 def _reference_out_of_memory(exc: BaseException) -> bool:

@@ -30,7 +30,7 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoad
-from orchestrator.runner.judge import (LOADED_NOTE, blame_a_candidate_for_reference_memory, calls_per_trial,
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, candidates_blamed_for_reference_memory,
                                        first_wrong, forged_message, gpu_lock, loaded_fields, loaded_trial_count,
                                        stress_trials, timed_stages, timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
@@ -218,17 +218,9 @@ class TranslationJudge:
         # What is not measured (input sets, the reference's fingerprints, the processes of both
         # sides started and loaded) is made beside other evaluations' trials, as the core's
         # judge does; only the timed rounds hold the GPUs alone.
-        try:
-            timing_after_setup(self.stages, self.job.get("gpu_lock"),
-                               lambda: self._timing_setup(self.library("candidate")), self._timing)
-        except (torch.OutOfMemoryError, StageFailure) as exc:
-            blame_a_candidate_for_reference_memory(exc, self._stop_candidates, self.device, self.job.get("gpu_lock"))
-            raise
-
-    def _stop_candidates(self) -> None:
-        for lib in self.open:
-            if lib.role == "candidate":
-                lib.kill()
+        lock = self.job.get("gpu_lock")
+        with candidates_blamed_for_reference_memory(self.open, self.device, lock):
+            timing_after_setup(self.stages, lock, lambda: self._timing_setup(self.library("candidate")), self._timing)
 
     def _timing_setup(self, cand: Library) -> dict[str, Any]:
         t = self.job.get("timing", {})

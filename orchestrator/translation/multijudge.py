@@ -33,8 +33,9 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoads
-from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
-                                       loaded_fields, loaded_trial_count, stress_trials, timed_stages,
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, candidates_blamed_for_reference_memory,
+                                       first_wrong, forged_message, gpu_lock, loaded_fields, loaded_trial_count,
+                                       reference_without_candidate, stress_trials, timed_stages,
                                        timing_after_setup)
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
@@ -50,6 +51,7 @@ class RankGroup:
 
     def __init__(self, role: str, job: dict[str, Any], library: str, log_dir: str, timeout_s: float,
                  shared_sizes: dict[str, int]):
+        self._args = (role, job, library, log_dir, timeout_s, shared_sizes)
         ctx = mp.get_context("spawn")
         self.role, self.timeout = role, timeout_s
         self.world_size = int(job["world_size"])
@@ -143,6 +145,13 @@ class RankGroup:
                 proc.kill()
             proc.join(timeout=10)
 
+    def restart(self) -> None:
+        """Fresh rank processes with the library loaded and the shared buffers exchanged, in place of these."""
+        self.kill()
+        for conn in self.conns:
+            conn.close()
+        self.__init__(*self._args)
+
     def close(self) -> None:
         for conn, proc in zip(self.conns, self.procs):
             try:
@@ -200,10 +209,12 @@ class MultiJudge:
             out.append(tuple(self.glue.get_inputs(dict(shape), gen, "cpu", rank=rank, world_size=self.world_size)))
         return out
 
-    def reference(self, all_inputs: list[tuple[Any, ...]], rank: int) -> Any:
+    def references(self, all_inputs: list[tuple[Any, ...]]) -> list[Any]:
+        """Every rank's expected output, computed here on the first rank's device."""
         device = self.devices[0]
         with torch.no_grad():
-            return to_device(self.glue.reference([to_device(i, device) for i in all_inputs], rank), "cpu")
+            on_device = [to_device(i, device) for i in all_inputs]
+            return [to_device(self.glue.reference(on_device, rank), "cpu") for rank in range(self.world_size)]
 
     def run(self) -> None:
         t0 = time.perf_counter()
@@ -229,8 +240,8 @@ class MultiJudge:
 
     def _trial(self, group: RankGroup, shape: Shape, kind: str, record: list[dict[str, Any]], failure: str) -> None:
         # Shared, like the core's trials: beside other evaluations' trials, never during their timing.
-        calls = calls_per_trial(self.job, kind)
-        with gpu_lock(self.job.get("gpu_lock"), shared=True):
+        calls, lock, restarted = calls_per_trial(self.job, kind), self.job.get("gpu_lock"), None
+        with gpu_lock(lock, shared=True):
             all_inputs = self.rank_inputs(shape, (self.loaded_rng if kind == "loaded" else self.rng).getrandbits(62))
             written = tuple(getattr(self.glue, "OUTPUTS", ()))
             t0 = time.perf_counter()
@@ -238,7 +249,15 @@ class MultiJudge:
                 per_call = [group.call_all([{"op": "run", "inputs": inp, "outputs": written} for inp in all_inputs],
                                            "run") for _ in range(calls)]
             wall = time.perf_counter() - t0
-            refs = [self.reference(all_inputs, rank) for rank in range(self.world_size)]
+            try:
+                refs = self.references(all_inputs)
+            except torch.OutOfMemoryError:  # perhaps held by the candidate's ranks (as in the single judge)
+                refs = None
+        if refs is None:
+            with gpu_lock(lock, shared=False):
+                refs, restarted = reference_without_candidate(lambda: self.references(all_inputs), group.kill,
+                                                              self.devices[0])
+            group.restart()
         for replies in per_call:
             for rank, reply in enumerate(replies):
                 if reply["mutated_inputs"]:
@@ -251,6 +270,7 @@ class MultiJudge:
             record.append({"kind": kind, "shape": {**shape, "rank": rank}, "passed": result.passed,
                            "message": which + result.message, "wall_s": wall, "max_abs_err": result.max_abs_err,
                            "rel_norm_err": result.rel_norm_err, "mismatch_fraction": result.mismatch_fraction,
+                           **({"candidate_restarted": restarted} if restarted else {}),
                            **loaded_fields(load, calls)})
             if not result.passed:
                 raise StageFailure(failure, f"{kind} trial at shape {shape}{LOADED_NOTE if load else ''}, {which}"
@@ -295,7 +315,9 @@ class MultiJudge:
         cand.close()
         # The input sets made and both sides' rank groups started beside other evaluations'
         # trials, as in the single-GPU judge; only the timed rounds hold the GPUs alone.
-        timing_after_setup(self.stages, self.job.get("gpu_lock"), self._timing_setup, lambda made: self._timing(*made))
+        lock = self.job.get("gpu_lock")
+        with candidates_blamed_for_reference_memory(self.open, self.devices, lock):
+            timing_after_setup(self.stages, lock, self._timing_setup, lambda made: self._timing(*made))
 
     def _timing_setup(self) -> tuple[list[list[tuple[Any, ...]]], dict[str, timing.Replicas]]:
         t = self.job.get("timing", {})

@@ -84,11 +84,12 @@ def _library(tmp_path: Path, name: str, scale: str = "1.f", extra: str = "") -> 
     return str(lib)
 
 
-def _judge(tmp_path: Path, candidate: str, world_size: int = 3, mode: str = "full", timeout: float = 20) -> dict:
+def _judge(tmp_path: Path, candidate: str, world_size: int = 3, mode: str = "full", timeout: float = 20,
+           task_py: str = TASK_PY) -> dict:
     task = tmp_path / "task"
     task.mkdir(exist_ok=True)
     (task / "manifest.json").write_text(json.dumps(MANIFEST))
-    (task / "task.py").write_text(TASK_PY)
+    (task / "task.py").write_text(task_py)
     reference = _library(tmp_path, "reference")
     job = {"task_dir": str(task), "symbol": "popcorn_allreduce", "world_size": world_size,
            "devices": ["cpu"] * world_size, "mode": mode, "seed": 5,
@@ -149,3 +150,47 @@ def test_the_multi_judge_runs_inside_a_local_sandbox(tmp_path: Path) -> None:
     assert result["failure_class"] is None, result["failure_detail"]
     assert result["sandbox_backend"] == "local" and result["world_size"] == 2
     assert sorted(t["shape"]["rank"] for t in result["stages"]["correctness"]["trials"]) == [0, 1]
+
+
+# The task's reference "runs out of GPU memory" while any candidate rank lives (on a CPU, what
+# ranks holding the GPU's memory do to it): each candidate rank leaves its process id in a folder.
+PUSHED_OUT_REFERENCE = TASK_PY.replace("def reference(all_inputs, rank):\n", (
+    "def reference(all_inputs, rank):\n"
+    "    import os\n"
+    "    for name in os.listdir(os.environ['HOG_PID_DIR']):\n"
+    "        try:\n"
+    "            os.kill(int(name), 0)\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        raise torch.OutOfMemoryError('CUDA out of memory (the candidate ranks hold the GPU)')\n"), 1)
+LEAVES_ITS_PID = """#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void say_who_holds_the_gpu(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%d", getenv("HOG_PID_DIR"), (int)getpid());
+  FILE* f = fopen(path, "w");
+  if (f) fclose(f);
+}
+"""
+
+
+def test_a_reference_out_of_memory_beside_the_candidate_ranks_runs_with_them_stopped(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """As in the single-GPU judge (test_judge_cpu.py): not an infra error, which the report would
+    drop. The candidate's ranks are stopped, every rank's reference computed, the ranks started
+    again for the next trial; on a CPU nothing measures their memory, so they are not blamed."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("HOG_PID_DIR", str(pids))
+    candidate = _library(tmp_path, "candidate", extra="")
+    src = Path(candidate).with_suffix(".c")
+    src.write_text(LEAVES_ITS_PID + src.read_text())
+    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", candidate], check=True)
+    result = _judge(tmp_path, candidate, world_size=2, mode="check", task_py=PUSHED_OUT_REFERENCE)
+    assert result["failure_class"] is None, result["failure_detail"][-1500:]
+    trials = result["stages"]["correctness"]["trials"]
+    assert len(trials) == 4 and all(t["passed"] for t in trials)
+    assert all("it ran with that process stopped" in t["candidate_restarted"] for t in trials)
+    assert len(list(pids.iterdir())) == 2 * 3  # the ranks started once, then again after each of 2 trials
+
