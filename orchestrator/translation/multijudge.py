@@ -24,6 +24,7 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import random
+import re
 import tempfile
 import time
 from typing import Any, Callable
@@ -77,6 +78,7 @@ class RankGroup:
         names = list(shared_sizes)
         table = {n: [h["handles"][n] for h in handles] for n in names}
         self.call_all([{"op": "open", "handles": table}] * self.world_size, "open")
+        _unlink_host_buffers(table)
 
     def _failure(self) -> str:
         return "runtime_error" if self.role == "candidate" else "infra_error"
@@ -162,6 +164,23 @@ class RankGroup:
         for proc in self.procs:
             proc.join(timeout=10)
         self.kill()
+
+
+HOST_BUFFER = re.compile(rb"(/dev/shm/popcorn-[0-9a-f]{32}):[0-9]+")  # shared.HostShared's handles
+
+
+def _unlink_host_buffers(table: dict[str, list[Any]]) -> None:
+    """On a CPU the shared buffers are files every rank has now mapped: unlinked here, they go
+    when the last rank's mapping does, even if the ranks are killed (a crash, a timeout, a
+    restart), instead of staying in /dev/shm. Only names of HostShared's form are touched: the
+    candidate's ranks report them."""
+    for handle in (h for per_rank in table.values() for h in per_rank):
+        match = HOST_BUFFER.fullmatch(handle) if isinstance(handle, bytes) else None
+        if match:
+            try:
+                os.unlink(match.group(1).decode())
+            except OSError:
+                pass
 
 
 class MultiJudge:

@@ -116,10 +116,17 @@ def test_a_wrong_sum_fails_on_its_rank(tmp_path: Path) -> None:
     assert result["failure_class"] == "incorrect" and "rank 0 of 2" in result["failure_detail"]
 
 
+def _host_buffers() -> set[Path]:
+    return set(Path("/dev/shm").glob("popcorn-*"))
+
+
 def test_a_rank_that_crashes_is_a_runtime_error_not_a_hang(tmp_path: Path) -> None:
+    """... and leaves no shared buffer behind in /dev/shm, though no rank closed its own."""
+    before = _host_buffers()
     crash = _library(tmp_path, "crash", extra="  if (rank == 1) { volatile int* p = 0; *p = 1; }\n")
     result = _judge(tmp_path, crash, world_size=2, mode="check")
     assert result["failure_class"] == "runtime_error" and "rank 1 died" in result["failure_detail"]
+    assert _host_buffers() <= before
 
 
 def test_a_rank_that_never_arrives_times_out(tmp_path: Path) -> None:
