@@ -557,22 +557,25 @@ def profiler_lock() -> Iterator[None]:
 
 
 def timing_after_setup(stages: dict[str, Any], lock: str | None, setup: Callable[[], Any],
-                       time_alone: Callable[[Any], None]) -> None:
+                       time_alone: Callable[[Any], None], processes: Sequence[Any],
+                       device: str | Sequence[str]) -> None:
     """A translation judge's timing: `setup()` (what is not measured: input sets, processes
     started) beside other evaluations' trials under the shared hold, then `time_alone(made)`
     with the GPUs alone; the set-up's seconds, the wait for its hold excluded, go into the
     timing stage as `setup_s`. (The core's Judge.timing does the same with its lock-wait
-    accounting and progress lines.)"""
-    with gpu_lock(lock, shared=True):
-        t0 = time.perf_counter()
-        made = setup()
-        setup_s = time.perf_counter() - t0
-    try:
-        with gpu_lock(lock):
-            time_alone(made)
-    finally:
-        if "timing" in stages:
-            stages["timing"]["setup_s"] = round(setup_s, 3)
+    accounting and progress lines.) A reference out of GPU memory in either part blames the
+    candidate's `processes` if they hold the memory (_candidates_blamed_for_reference_memory)."""
+    with _candidates_blamed_for_reference_memory(processes, device, lock):
+        with gpu_lock(lock, shared=True):
+            t0 = time.perf_counter()
+            made = setup()
+            setup_s = time.perf_counter() - t0
+        try:
+            with gpu_lock(lock):
+                time_alone(made)
+        finally:
+            if "timing" in stages:
+                stages["timing"]["setup_s"] = round(setup_s, 3)
 
 
 @contextlib.contextmanager
@@ -676,23 +679,24 @@ def reference_without_candidate(compute: Callable[[], Any], stop_candidate: Call
 
 
 @contextlib.contextmanager
-def candidates_blamed_for_reference_memory(handles: Sequence[Any], device: str | Sequence[str],
-                                           lock: str | None) -> Iterator[None]:
+def _candidates_blamed_for_reference_memory(processes: Sequence[Any], device: str | Sequence[str],
+                                            lock: str | None) -> Iterator[None]:
     """Around a translation judge's timing. If it fails because a reference ran out of GPU memory
     (the judge's own, a torch.OutOfMemoryError, or a reference library's process, an infra_error
-    naming it), the candidate's processes (the `handles` whose role is "candidate") may hold that
+    naming it), the candidate's processes (the `processes` whose role is "candidate") may hold that
     memory. They are stopped with the GPUs alone, and a submission whose processes held more than
-    half a GPU fails with runtime_error (refuse_a_candidate_holding_the_gpu); otherwise the error
-    stands, the judge's. Without this, a submission that grabs memory after its correctness trials
-    would turn its own slow timing into an infra_error, which no rate counts."""
+    half a GPU fails with runtime_error (refuse_a_candidate_holding_the_gpu, which measures nothing
+    on a CPU); otherwise the error stands, the judge's. Without this, a submission that grabs
+    memory after its correctness trials would turn its own slow timing into an infra_error, which
+    no rate counts."""
     try:
         yield
     except (torch.OutOfMemoryError, StageFailure) as exc:
-        if "cpu" not in ([device] if isinstance(device, str) else device) and _reference_out_of_memory(exc):
+        if _reference_out_of_memory(exc):
             def stop_candidates() -> None:
-                for handle in handles:
-                    if handle.role == "candidate":
-                        handle.kill()
+                for process in processes:
+                    if process.role == "candidate":
+                        process.kill()
 
             with gpu_lock(lock):  # what stopping them frees, measured while no other evaluation runs
                 refuse_a_candidate_holding_the_gpu(stop_candidates, device)
@@ -700,6 +704,8 @@ def candidates_blamed_for_reference_memory(handles: Sequence[Any], device: str |
 
 
 def _reference_out_of_memory(exc: BaseException) -> bool:
+    """_out_of_memory's twin for the reference's side: its libraries' errors are infra_error, and
+    a CUDA library's own message reads "out of memory" (cudaGetErrorString), not torch's."""
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     return isinstance(exc, StageFailure) and exc.failure_class == "infra_error" and (

@@ -30,9 +30,9 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoad
-from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, candidates_blamed_for_reference_memory,
-                                       first_wrong, forged_message, gpu_lock, loaded_fields, loaded_trial_count,
-                                       stress_trials, timed_stages, timing_after_setup)
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
+                                       loaded_fields, loaded_trial_count, stress_trials, timed_stages,
+                                       timing_after_setup)
 from orchestrator.runner.judge import (ProcessHandle, StageFailure, _gpu_hold_bytes, device_info,
                                        reference_without_candidate, run_stages, serve_verdict)
 from orchestrator.runner.problem import import_file, to_device
@@ -218,9 +218,8 @@ class TranslationJudge:
         # What is not measured (input sets, the reference's fingerprints, the processes of both
         # sides started and loaded) is made beside other evaluations' trials, as the core's
         # judge does; only the timed rounds hold the GPUs alone.
-        lock = self.job.get("gpu_lock")
-        with candidates_blamed_for_reference_memory(self.open, self.device, lock):
-            timing_after_setup(self.stages, lock, lambda: self._timing_setup(self.library("candidate")), self._timing)
+        timing_after_setup(self.stages, self.job.get("gpu_lock"), lambda: self._timing_setup(self.library("candidate")),
+                           self._timing, self.open, self.device)
 
     def _timing_setup(self, cand: Library) -> dict[str, Any]:
         t = self.job.get("timing", {})

@@ -24,7 +24,6 @@ import multiprocessing.connection as mp_connection
 import os
 import pickle
 import random
-import re
 import tempfile
 import time
 from typing import Any, Callable
@@ -34,13 +33,13 @@ import torch
 from orchestrator.runner import timing, wire
 from orchestrator.runner.compare import compare_outputs
 from orchestrator.runner.gpuload import GpuLoads
-from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, candidates_blamed_for_reference_memory,
-                                       first_wrong, forged_message, gpu_lock, loaded_fields, loaded_trial_count,
-                                       reference_without_candidate, stress_trials, timed_stages,
-                                       timing_after_setup)
+from orchestrator.runner.judge import (LOADED_NOTE, calls_per_trial, first_wrong, forged_message, gpu_lock,
+                                       loaded_fields, loaded_trial_count, reference_without_candidate, stress_trials,
+                                       timed_stages, timing_after_setup)
 from orchestrator.runner.judge import StageFailure, device_info, run_stages, serve_verdict
 from orchestrator.runner.problem import import_file, to_device
 from orchestrator.runner.shapes import Shape, default_shape, stress_shapes
+from orchestrator.translation.shared import HostShared
 
 
 MULTI_HOLD_BYTES = 4 << 30  # a region's fresh input copies, per rank
@@ -78,7 +77,7 @@ class RankGroup:
         names = list(shared_sizes)
         table = {n: [h["handles"][n] for h in handles] for n in names}
         self.call_all([{"op": "open", "handles": table}] * self.world_size, "open")
-        _unlink_host_buffers(table)
+        HostShared.unlink([h for per_rank in table.values() for h in per_rank])
 
     def _failure(self) -> str:
         return "runtime_error" if self.role == "candidate" else "infra_error"
@@ -164,23 +163,6 @@ class RankGroup:
         for proc in self.procs:
             proc.join(timeout=10)
         self.kill()
-
-
-HOST_BUFFER = re.compile(rb"(/dev/shm/popcorn-[0-9a-f]{32}):[0-9]+")  # shared.HostShared's handles
-
-
-def _unlink_host_buffers(table: dict[str, list[Any]]) -> None:
-    """On a CPU the shared buffers are files every rank has now mapped: unlinked here, they go
-    when the last rank's mapping does, even if the ranks are killed (a crash, a timeout, a
-    restart), instead of staying in /dev/shm. Only names of HostShared's form are touched: the
-    candidate's ranks report them."""
-    for handle in (h for per_rank in table.values() for h in per_rank):
-        match = HOST_BUFFER.fullmatch(handle) if isinstance(handle, bytes) else None
-        if match:
-            try:
-                os.unlink(match.group(1).decode())
-            except OSError:
-                pass
 
 
 class MultiJudge:
@@ -334,9 +316,8 @@ class MultiJudge:
         cand.close()
         # The input sets made and both sides' rank groups started beside other evaluations'
         # trials, as in the single-GPU judge; only the timed rounds hold the GPUs alone.
-        lock = self.job.get("gpu_lock")
-        with candidates_blamed_for_reference_memory(self.open, self.devices, lock):
-            timing_after_setup(self.stages, lock, self._timing_setup, lambda made: self._timing(*made))
+        timing_after_setup(self.stages, self.job.get("gpu_lock"), self._timing_setup, lambda made: self._timing(*made),
+                           self.open, self.devices)
 
     def _timing_setup(self) -> tuple[list[list[tuple[Any, ...]]], dict[str, timing.Replicas]]:
         t = self.job.get("timing", {})

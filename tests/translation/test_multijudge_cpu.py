@@ -77,9 +77,10 @@ MANIFEST = {
 }
 
 
-def _library(tmp_path: Path, name: str, scale: str = "1.f", extra: str = "") -> str:
+def _library(tmp_path: Path, name: str, scale: str = "1.f", extra: str = "", prefix: str = "") -> str:
     src, lib = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
-    src.write_text(f"#define SCALE ({scale})\n" + ALLREDUCE.replace("  uint32_t* me =", extra + "  uint32_t* me =", 1))
+    body = ALLREDUCE.replace("  uint32_t* me =", extra + "  uint32_t* me =", 1)
+    src.write_text(f"{prefix}#define SCALE ({scale})\n{body}")
     subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
     return str(lib)
 
@@ -190,10 +191,7 @@ def test_a_reference_out_of_memory_beside_the_candidate_ranks_runs_with_them_sto
     pids = tmp_path / "pids"
     pids.mkdir()
     monkeypatch.setenv("HOG_PID_DIR", str(pids))
-    candidate = _library(tmp_path, "candidate", extra="")
-    src = Path(candidate).with_suffix(".c")
-    src.write_text(LEAVES_ITS_PID + src.read_text())
-    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O2", str(src), "-o", candidate], check=True)
+    candidate = _library(tmp_path, "candidate", prefix=LEAVES_ITS_PID)
     result = _judge(tmp_path, candidate, world_size=2, mode="check", task_py=PUSHED_OUT_REFERENCE)
     assert result["failure_class"] is None, result["failure_detail"][-1500:]
     trials = result["stages"]["correctness"]["trials"]
