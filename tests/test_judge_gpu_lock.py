@@ -215,6 +215,47 @@ def test_a_candidate_that_dies_beside_others_is_its_runtime_error(tmp_path):
     assert "exit code 7" in verdict["failure_detail"]
 
 
+@pytest.mark.parametrize("with_lock", [True, False], ids=["lock", "no_lock"])
+def test_the_timed_process_makes_its_first_call_with_the_gpu_alone(tmp_path, with_lock):
+    """What a submission works out at its first call (triton.autotune times its configs there)
+    must not come from a moment shared with other evaluations' trials. Beside them (a lock), the
+    timing gets a fresh candidate process whose first call runs with the GPU alone; a judge alone
+    on its GPU keeps its one process. The submission notes, at each process's first call, whether
+    another process held the lock file exclusively then."""
+    lock = str(tmp_path / "gpu0.lock")
+    first_calls = tmp_path / "first_calls"
+    solution = tmp_path / "notes_its_first_call.py"
+    solution.write_text(HONEST.read_text() + f'''
+
+_CALLED = []
+
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        if not _CALLED:
+            import fcntl, os
+            _CALLED.append(True)
+            with open({lock!r}, "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    company = "shared"
+                except BlockingIOError:
+                    company = "alone"
+            open({str(first_calls)!r}, "a").write(f"{{os.getpid()}} {{company}}\\n")
+        return super().forward(*args)
+''')
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "f", lock if with_lock else None, solution=solution)
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    assert verdict["stages"]["timing"]["status"] == "passed"
+    calls = [line.split() for line in first_calls.read_text().splitlines()]
+    if with_lock:
+        assert [company for _, company in calls] == ["shared", "alone"], calls
+        assert calls[0][0] != calls[1][0]
+    else:
+        assert [company for _, company in calls] == ["shared"], calls
+
+
 _OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES = '''
 
 import os as _os
