@@ -398,8 +398,7 @@ class Judge:
         self.ref_models.clear()
         ref, note = reference_without_candidate(lambda: self.reference(shape, inputs), cand.kill, self.device)
         restarted.append(note)
-        cand.restart()
-        cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
+        self._fresh_candidate(cand)
         self._build(cand, shape)
         return ref
 
@@ -475,6 +474,12 @@ class Judge:
         fingerprint of each set."""
         shape = self.disclosed
         if self._shares_gpu():
+            # What a submission works out at its first call (triton.autotune times every config
+            # there) would otherwise come from correctness, beside other evaluations' trials, and
+            # be carried into the timing: the twenty-second session's pass timed csr_spmm's
+            # autotuned oracle at 0.88x, where the eighteenth's got 1.13x. A fresh process makes
+            # its first call in the timing's warm-up, with the GPU alone. A judge alone on its GPU
+            # keeps its process: it had no company.
             self._fresh_candidate(cand)
         self._build(cand, shape)
         n_sets = int(self.job.get("timing", {}).get("input_sets", 4))
@@ -487,12 +492,7 @@ class Judge:
                 "ref_model": self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)}
 
     def _fresh_candidate(self, cand: Candidate) -> None:
-        """A new candidate process for the timing, loaded here, beside other evaluations'
-        trials; its first call is the timing's warm-up, with the GPU alone. What a submission
-        works out at its first call (triton.autotune times every config there) would otherwise
-        come from correctness, beside those trials, and be carried into the timing: the
-        twenty-second session's pass timed csr_spmm's autotuned oracle at 0.88x, where the
-        eighteenth's got 1.13x. A judge alone on its GPU keeps its process: it had no company."""
+        """A new candidate process in place of this one, its submission loaded (not yet built)."""
         cand.restart()
         cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
 
