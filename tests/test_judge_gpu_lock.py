@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.runner.judge import gpu_lock, parse_verdict, profiler_lock
+from orchestrator.runner.judge import LOADED_CALLS, LOADED_TRIALS, gpu_lock, parse_verdict, profiler_lock
 from orchestrator.scoring.counters import profiled_range
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
@@ -344,8 +344,8 @@ class ModelNew(ModelNew):
 
 @pytest.mark.gpu
 def test_a_submission_that_takes_the_gpu_during_timing_fails_when_the_reference_runs_out(tmp_path):
-    """On a GPU: the submission holds nothing through correctness and stress (7 calls: 4 trials, 2
-    loaded, 1 stress shape), then takes 55 % of the GPU at its first timed call; the reference,
+    """On a GPU: the submission holds nothing through correctness and stress (4 trials of one call,
+    the loaded trials' calls, 1 stress shape), then takes 55 % of the GPU at its first timed call; the reference,
     timed beside it and needing 45 %, runs out of memory. Stopping the candidate frees more than
     half the GPU: runtime_error, not the infra_error that no rate counts. The reference hands its
     45 % back to the driver after each call: kept in the judge's cache (the twentieth session's
@@ -355,6 +355,7 @@ def test_a_submission_that_takes_the_gpu_during_timing_fails_when_the_reference_
     problem = _problem_whose_reference_first_runs(tmp_path, NEEDS_45_PERCENT + "        del need\n"
                                                   "        torch.cuda.empty_cache()\n")
     flag = tmp_path / "calls"
+    calls_before_timing = 4 + LOADED_TRIALS * LOADED_CALLS + 1  # from the judge's own counts: a hand count went stale
     solution = tmp_path / "hog_in_timing.py"
     solution.write_text(HONEST.read_text() + f'''
 
@@ -366,7 +367,7 @@ class ModelNew(ModelNew):
         import os
         calls = len(open({str(flag)!r}).read()) if os.path.exists({str(flag)!r}) else 0
         open({str(flag)!r}, "a").write("x")
-        if calls >= 7 and not _HOG:
+        if calls >= {calls_before_timing} and not _HOG:
             _HOG.append(torch.empty(int(0.55 * torch.cuda.get_device_properties(0).total_memory), dtype=torch.uint8,
                                     device="cuda"))
         return super().forward(*args)
@@ -375,7 +376,8 @@ class ModelNew(ModelNew):
     proc, stdout, stderr, nonce = _start_judge(tmp_path, "j", None, solution=solution, problem=problem,
                                                device="cuda", mode="full")
     verdict = _verdict(proc, stdout, nonce)
-    assert verdict["stages"]["correctness"]["status"] == "passed", verdict["failure_detail"][-1500:]
+    for stage in ("correctness", "stress"):
+        assert verdict["stages"][stage]["status"] == "passed", verdict["failure_detail"][-1500:]
     assert verdict["failure_class"] == "runtime_error", verdict["failure_detail"][-1500:]
     assert "out_of_memory: the reference ran out of GPU memory while the submission's process held" in verdict["failure_detail"]
 
