@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -254,6 +255,75 @@ class ModelNew(ModelNew):
         assert calls[0][0] != calls[1][0]
     else:
         assert [company for _, company in calls] == ["shared"], calls
+
+
+def _spawned_children(pid: int) -> set[int]:
+    """The judge's child processes started by multiprocessing's spawn (its candidate processes)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.add(int(child))
+            except OSError:
+                pass
+    return found
+
+
+def test_the_fresh_timed_process_starts_while_another_evaluation_holds_the_gpu(tmp_path):
+    """A process start launches nothing on the GPU, so the timing's fresh candidate process starts
+    before the judge takes its hold: while another evaluation times (holds the lock exclusively),
+    the new process appears. The submission waits at its stress call until the other evaluation
+    is queued for the lock, so that evaluation's hold comes between stress and the set-up."""
+    lock = str(tmp_path / "gpu0.lock")
+    at_stress, go = tmp_path / "at_stress", tmp_path / "go"
+    stress_call = 4  # the calls before it: four correctness trials of one call (no loaded trials on a CPU)
+    solution = tmp_path / "waits_at_stress.py"
+    solution.write_text(HONEST.read_text() + f'''
+
+_CALLS = []
+
+
+class ModelNew(ModelNew):
+    def forward(self, *args):
+        import os, time
+        _CALLS.append(True)
+        if len(_CALLS) == {stress_call + 1}:
+            open({str(at_stress)!r}, "w").write("x")
+            while not os.path.exists({str(go)!r}):
+                time.sleep(0.05)
+        return super().forward(*args)
+''')
+    proc, stdout, stderr, nonce = _start_judge(tmp_path, "s", lock, solution=solution)
+    deadline = time.monotonic() + 240
+    while not at_stress.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()[-2000:]
+        time.sleep(0.1)
+    first = _spawned_children(proc.pid)
+    held, release = threading.Event(), threading.Event()
+
+    def another_evaluations_timing() -> None:
+        with gpu_lock(lock, shared=False):
+            held.set()
+            release.wait()
+
+    other = threading.Thread(target=another_evaluations_timing)
+    other.start()
+    try:
+        time.sleep(1)  # queued for the lock behind the stress trial
+        go.write_text("x")
+        assert held.wait(60), "the other evaluation never got the GPU"
+        held_until = time.monotonic() + 60
+        while not _spawned_children(proc.pid) - first:
+            assert time.monotonic() < held_until, "no fresh candidate process while another evaluation timed"
+            time.sleep(0.1)
+        assert "] timing, the GPU alone" not in stderr.read_text()
+    finally:
+        release.set()
+        other.join()
+    verdict = _verdict(proc, stdout, nonce)
+    assert verdict["failure_class"] is None, verdict.get("failure_detail")
+    assert verdict["stages"]["stress"]["status"] == "passed" and verdict["stages"]["timing"]["status"] == "passed"
 
 
 _OUT_OF_MEMORY_WHILE_THE_CANDIDATE_LIVES = '''

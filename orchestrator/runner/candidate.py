@@ -205,7 +205,7 @@ def serve(conn: Any, device: str, log_path: str) -> None:
         torch.ones(1 << 16).sum()  # start torch's CPU thread pool before anything is watched
     server = Server(device)
     handlers = {"load": server.load, "build": server.build, "forward": server.forward, "time": server.time,
-                "release": _release_cached_memory}
+                "release": _release_cached_memory, "ready": lambda msg: {"ok": True}}
     while True:
         try:
             msg = _recv(conn)

@@ -271,7 +271,7 @@ class Judge:
         t0 = time.perf_counter()
         progress("load")
         with self.gpu_shared():
-            cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
+            self._load(cand)
             self._build(cand, self.disclosed)
         self.stages["load"] = {"status": "passed", "wall_s": time.perf_counter() - t0,
                                "lock_wait_s": round(self.lock_wait_s, 3)}
@@ -436,16 +436,30 @@ class Judge:
         # about 80 s to make (on the CI machine's CPU), seconds in which the other judges waited.
         progress("timing set-up, beside other evaluations' trials")
         t0, w0 = time.perf_counter(), self.lock_wait_s
+        fresh = self._shares_gpu()
+        if fresh:
+            # What a submission works out at its first call (triton.autotune times every config
+            # there) would otherwise come from correctness, beside other evaluations' trials, and
+            # be carried into the timing: the twenty-second session's pass timed csr_spmm's
+            # autotuned oracle at 0.88x, where the eighteenth's got 1.13x. A fresh process makes
+            # its first call in the timing's warm-up, with the GPU alone. A judge alone on its GPU
+            # keeps its process: it had no company. The process starts before the hold, as every
+            # process start does (imports launch nothing): under it, the starts cost the
+            # twenty-third session's pass 4-15 s of shared hold per episode, which other
+            # evaluations' timings waited out.
+            cand.restart()
+            cand.call({"op": "ready"}, self.trial_timeout)
         setup = None
         with self.gpu_shared():
             try:
-                setup = self._timing_setup(cand)
+                setup = self._timing_setup(cand, load=fresh)
             except (torch.OutOfMemoryError, StageFailure) as exc:
-                if not (self._shares_gpu() and _out_of_memory(exc)):
+                if not (fresh and _out_of_memory(exc)):
                     raise
         if setup is None:  # out of memory beside other evaluations' trials: once more, the GPU alone
             with self.gpu_alone():
-                setup = self._reference_fits(cand, lambda: self._timing_setup(cand))
+                cand.restart()  # the failed set-up's process may hold memory and has been built
+                setup = self._reference_fits(cand, lambda: self._timing_setup(cand, load=True))
         setup_s = time.perf_counter() - t0 - (self.lock_wait_s - w0)
         progress("timing, the GPU alone")
         try:
@@ -468,19 +482,13 @@ class Judge:
     def lock_waited(self, seconds: float) -> None:
         """A wait over two seconds for the GPU lock (the collectives judge logs it as a progress line)."""
 
-    def _timing_setup(self, cand: Candidate) -> dict[str, Any]:
+    def _timing_setup(self, cand: Candidate, load: bool) -> dict[str, Any]:
         """What the timing needs and does not measure: the candidate built at the disclosed
-        shape, the input sets (the reference's copy on the device) and the reference's
-        fingerprint of each set."""
+        shape (its submission loaded first if `load`: a fresh process), the input sets (the
+        reference's copy on the device) and the reference's fingerprint of each set."""
         shape = self.disclosed
-        if self._shares_gpu():
-            # What a submission works out at its first call (triton.autotune times every config
-            # there) would otherwise come from correctness, beside other evaluations' trials, and
-            # be carried into the timing: the twenty-second session's pass timed csr_spmm's
-            # autotuned oracle at 0.88x, where the eighteenth's got 1.13x. A fresh process makes
-            # its first call in the timing's warm-up, with the GPU alone. A judge alone on its GPU
-            # keeps its process: it had no company.
-            self._fresh_candidate(cand)
+        if load:
+            self._load(cand)
         self._build(cand, shape)
         n_sets = int(self.job.get("timing", {}).get("input_sets", 4))
         sets = [self.problem.inputs(shape, self._seed(), "cpu") for _ in range(n_sets)]
@@ -494,6 +502,9 @@ class Judge:
     def _fresh_candidate(self, cand: Candidate) -> None:
         """A new candidate process in place of this one, its submission loaded (not yet built)."""
         cand.restart()
+        self._load(cand)
+
+    def _load(self, cand: Candidate) -> None:
         cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
 
     def _timing(self, cand: Candidate, setup: dict[str, Any]) -> None:
@@ -501,7 +512,7 @@ class Judge:
         t = self.job.get("timing", {})
         cpu = self.device == "cpu"
         iters = int(t.get("iters_cpu" if cpu else "iters", 5 if cpu else 50))
-        # a fresh process (_fresh_candidate) makes its first call untimed, whatever the job says
+        # a fresh process (Judge.timing) makes its first call untimed, whatever the job says
         warmup = max(int(t.get("warmup", 3)), 1 if self._shares_gpu() else 0)
         hold = int(t.get("hold_bytes", (2 << 30) if cpu else _gpu_hold_bytes()))
         ref_prints, ref_model, dev_sets = setup["ref_prints"], setup["ref_model"], setup["dev_sets"]
