@@ -261,12 +261,11 @@ def _spawned_children(pid: int) -> set[int]:
     """The judge's child processes started by multiprocessing's spawn (its candidate processes)."""
     found = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.add(int(child))
-            except OSError:
-                pass
+        try:  # a thread or a child may end while we read
+            children = (task / "children").read_text().split()
+            found.update(int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes())
+        except OSError:
+            pass
     return found
 
 

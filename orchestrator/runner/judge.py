@@ -438,15 +438,12 @@ class Judge:
         t0, w0 = time.perf_counter(), self.lock_wait_s
         fresh = self._shares_gpu()
         if fresh:
-            # What a submission works out at its first call (triton.autotune times every config
-            # there) would otherwise come from correctness, beside other evaluations' trials, and
-            # be carried into the timing: the twenty-second session's pass timed csr_spmm's
-            # autotuned oracle at 0.88x, where the eighteenth's got 1.13x. A fresh process makes
-            # its first call in the timing's warm-up, with the GPU alone. A judge alone on its GPU
-            # keeps its process: it had no company. The process starts before the hold, as every
-            # process start does (imports launch nothing): under it, the starts cost the
-            # twenty-third session's pass 4-15 s of shared hold per episode, which other
-            # evaluations' timings waited out.
+            # A fresh process, so that what a submission works out at its first call (an
+            # autotuner's pick) comes from the timing's warm-up with the GPU alone, not from
+            # correctness beside other evaluations' trials (csr_spmm's oracle: 0.88x, then 1.15x;
+            # docs/executors.md). A judge alone on its GPU had no company and keeps its process.
+            # The start takes no hold, as no process start does: under the shared hold it cost
+            # other evaluations' timings 4-15 s of waiting per episode.
             cand.restart()
             cand.call({"op": "ready"}, self.trial_timeout)
         setup = None
