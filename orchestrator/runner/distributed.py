@@ -322,9 +322,14 @@ class DistributedJudge(Judge):
     def lock_waited(self, seconds: float) -> None:
         progress(f"waited {seconds:.0f} s for the GPU lock")
 
-    def _timing_setup(self, cand: Any) -> dict[str, Any]:
+    def _fresh_timed_process(self) -> bool:
+        """The ranks keep their processes into the timing: new ones would have to form a new
+        process group, which is not built (no collectives oracle tunes at its first call)."""
+        return False
+
+    def _timing_setup(self, cand: Any, load: bool) -> dict[str, Any]:
         """Both sides built at the disclosed shape and every rank's input sets (Judge.timing
-        makes them under the shared hold)."""
+        makes them under the shared hold; `load` is never set: _fresh_timed_process)."""
         self._build(cand, self.disclosed)
         self._ref_build(self.disclosed)
         n_sets = int(self.job.get("timing", {}).get("input_sets", 4))

@@ -288,6 +288,13 @@ class Judge:
         fail a correct submission for the company it kept)."""
         return self.trial_timeout * (SHARED_TRIAL_LIMIT_FACTOR if self._shares_gpu() else 1)
 
+    def _fresh_timed_process(self) -> bool:
+        """Whether the timing gets a fresh candidate process: so that what a submission works out
+        at its first call (an autotuner's pick) comes from the timing's warm-up with the GPU
+        alone, not from correctness beside other evaluations' trials (csr_spmm's oracle: 0.88x,
+        then 1.15x; docs/executors.md). A judge alone on its GPU had no company: it keeps its process."""
+        return self._shares_gpu()
+
     def _shares_gpu(self) -> bool:
         """Whether other evaluations' trials may run beside ours (the pipeline gives a lock only on a GPU)."""
         return bool(self.job.get("gpu_lock"))
@@ -436,14 +443,9 @@ class Judge:
         # about 80 s to make (on the CI machine's CPU), seconds in which the other judges waited.
         progress("timing set-up, beside other evaluations' trials")
         t0, w0 = time.perf_counter(), self.lock_wait_s
-        fresh = self._shares_gpu()
-        if fresh:
-            # A fresh process, so that what a submission works out at its first call (an
-            # autotuner's pick) comes from the timing's warm-up with the GPU alone, not from
-            # correctness beside other evaluations' trials (csr_spmm's oracle: 0.88x, then 1.15x;
-            # docs/executors.md). A judge alone on its GPU had no company and keeps its process.
-            # The start takes no hold, as no process start does: under the shared hold it cost
-            # other evaluations' timings 4-15 s of waiting per episode.
+        fresh = self._fresh_timed_process()
+        if fresh:  # the start takes no hold, as no process start does: under the shared hold it
+            # cost other evaluations' timings 4-15 s of waiting per episode
             cand.restart()
             cand.call({"op": "ready"}, self.trial_timeout)
         setup = None
@@ -451,12 +453,13 @@ class Judge:
             try:
                 setup = self._timing_setup(cand, load=fresh)
             except (torch.OutOfMemoryError, StageFailure) as exc:
-                if not (fresh and _out_of_memory(exc)):
+                if not (self._shares_gpu() and _out_of_memory(exc)):
                     raise
         if setup is None:  # out of memory beside other evaluations' trials: once more, the GPU alone
             with self.gpu_alone():
-                cand.restart()  # the failed set-up's process may hold memory and has been built
-                setup = self._reference_fits(cand, lambda: self._timing_setup(cand, load=True))
+                if fresh:  # the failed set-up's process may hold memory and has been built
+                    cand.restart()
+                setup = self._reference_fits(cand, lambda: self._timing_setup(cand, load=fresh))
         setup_s = time.perf_counter() - t0 - (self.lock_wait_s - w0)
         progress("timing, the GPU alone")
         try:
@@ -510,7 +513,7 @@ class Judge:
         cpu = self.device == "cpu"
         iters = int(t.get("iters_cpu" if cpu else "iters", 5 if cpu else 50))
         # a fresh process (Judge.timing) makes its first call untimed, whatever the job says
-        warmup = max(int(t.get("warmup", 3)), 1 if self._shares_gpu() else 0)
+        warmup = max(int(t.get("warmup", 3)), 1 if self._fresh_timed_process() else 0)
         hold = int(t.get("hold_bytes", (2 << 30) if cpu else _gpu_hold_bytes()))
         ref_prints, ref_model, dev_sets = setup["ref_prints"], setup["ref_model"], setup["dev_sets"]
         self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events", "l2_flush": not cpu}
