@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.runner.judge import LOADED_CALLS, LOADED_TRIALS, gpu_lock, parse_verdict, profiler_lock
+from orchestrator.runner.judge import LOADED_CALLS, gpu_lock, loaded_trial_count, parse_verdict, profiler_lock
 from orchestrator.scoring.counters import profiled_range
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
@@ -257,6 +257,12 @@ class ModelNew(ModelNew):
         assert [company for _, company in calls] == ["shared"], calls
 
 
+def _calls_before_timing(device: str) -> int:
+    """The candidate's calls in correctness and stress for _start_judge's job: four trials of one
+    call (3 trials and the repeat), the loaded trials' calls (none on a CPU), one stress shape."""
+    return 4 + loaded_trial_count({}, device) * LOADED_CALLS + 1
+
+
 def _spawned_children(pid: int) -> set[int]:
     """The judge's child processes started by multiprocessing's spawn (its candidate processes)."""
     found = set()
@@ -276,7 +282,7 @@ def test_the_fresh_timed_process_starts_while_another_evaluation_holds_the_gpu(t
     is queued for the lock, so that evaluation's hold comes between stress and the set-up."""
     lock = str(tmp_path / "gpu0.lock")
     at_stress, go = tmp_path / "at_stress", tmp_path / "go"
-    stress_call = 4  # the calls before it: four correctness trials of one call (no loaded trials on a CPU)
+    stress_call = _calls_before_timing("cpu")  # the last call before the timing, counted from 1
     solution = tmp_path / "waits_at_stress.py"
     solution.write_text(HONEST.read_text() + f'''
 
@@ -287,7 +293,7 @@ class ModelNew(ModelNew):
     def forward(self, *args):
         import os, time
         _CALLS.append(True)
-        if len(_CALLS) == {stress_call + 1}:
+        if len(_CALLS) == {stress_call}:
             open({str(at_stress)!r}, "w").write("x")
             while not os.path.exists({str(go)!r}):
                 time.sleep(0.05)
@@ -413,18 +419,18 @@ class ModelNew(ModelNew):
 
 @pytest.mark.gpu
 def test_a_submission_that_takes_the_gpu_during_timing_fails_when_the_reference_runs_out(tmp_path):
-    """On a GPU: the submission holds nothing through correctness and stress (4 trials of one call,
-    the loaded trials' calls, 1 stress shape), then takes 55 % of the GPU at its first timed call; the reference,
-    timed beside it and needing 45 %, runs out of memory. Stopping the candidate frees more than
-    half the GPU: runtime_error, not the infra_error that no rate counts. The reference hands its
-    45 % back to the driver after each call: kept in the judge's cache (the twentieth session's
-    H100), it made the candidate's own allocation fail instead, a runtime_error of another path."""
+    """On a GPU: the submission holds nothing through correctness and stress (_calls_before_timing),
+    then takes 55 % of the GPU at its first timed call; the reference, timed beside it and needing
+    45 %, runs out of memory. Stopping the candidate frees more than half the GPU: runtime_error,
+    not the infra_error that no rate counts. The reference hands its 45 % back to the driver after
+    each call: kept in the judge's cache (the twentieth session's H100), it made the candidate's
+    own allocation fail instead, a runtime_error of another path."""
     import torch
 
     problem = _problem_whose_reference_first_runs(tmp_path, NEEDS_45_PERCENT + "        del need\n"
                                                   "        torch.cuda.empty_cache()\n")
     flag = tmp_path / "calls"
-    calls_before_timing = 4 + LOADED_TRIALS * LOADED_CALLS + 1  # from the judge's own counts: a hand count went stale
+    calls_before_timing = _calls_before_timing("cuda")  # a hand count (7) went stale when loaded trials grew
     solution = tmp_path / "hog_in_timing.py"
     solution.write_text(HONEST.read_text() + f'''
 

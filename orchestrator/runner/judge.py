@@ -444,10 +444,8 @@ class Judge:
         progress("timing set-up, beside other evaluations' trials")
         t0, w0 = time.perf_counter(), self.lock_wait_s
         fresh = self._fresh_timed_process()
-        if fresh:  # the start takes no hold, as no process start does: under the shared hold it
-            # cost other evaluations' timings 4-15 s of waiting per episode
-            cand.restart()
-            cand.call({"op": "ready"}, self.trial_timeout)
+        if fresh:
+            self._restart_unheld(cand)
         setup = None
         with self.gpu_shared():
             try:
@@ -456,9 +454,9 @@ class Judge:
                 if not (self._shares_gpu() and _out_of_memory(exc)):
                     raise
         if setup is None:  # out of memory beside other evaluations' trials: once more, the GPU alone
+            if fresh:  # the failed set-up's process may hold memory and has been built
+                self._restart_unheld(cand)
             with self.gpu_alone():
-                if fresh:  # the failed set-up's process may hold memory and has been built
-                    cand.restart()
                 setup = self._reference_fits(cand, lambda: self._timing_setup(cand, load=fresh))
         setup_s = time.perf_counter() - t0 - (self.lock_wait_s - w0)
         progress("timing, the GPU alone")
@@ -503,6 +501,14 @@ class Judge:
         """A new candidate process in place of this one, its submission loaded (not yet built)."""
         cand.restart()
         self._load(cand)
+
+    def _restart_unheld(self, cand: Candidate) -> None:
+        """A new candidate process in place of this one, up and answering, its submission not yet
+        loaded. Started outside any GPU hold, as every process start is (it launches nothing):
+        under the shared hold, the twenty-third session's pass made other evaluations' timings
+        wait 4-15 s per episode for these starts."""
+        cand.restart()
+        cand.call({"op": "ready"}, self.trial_timeout)
 
     def _load(self, cand: Candidate) -> None:
         cand.call({"op": "load", "solution": self.job["solution"]}, self.trial_timeout)
