@@ -504,9 +504,7 @@ class Judge:
 
     def _restart_unheld(self, cand: Candidate) -> None:
         """A new candidate process in place of this one, up and answering, its submission not yet
-        loaded. Started outside any GPU hold, as every process start is (it launches nothing):
-        under the shared hold, the twenty-third session's pass made other evaluations' timings
-        wait 4-15 s per episode for these starts."""
+        loaded. Started outside any GPU hold, as every process start is: it launches nothing."""
         cand.restart()
         cand.call({"op": "ready"}, self.trial_timeout)
 
