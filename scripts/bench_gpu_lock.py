@@ -27,11 +27,11 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.config import Settings  # noqa: E402
-from orchestrator.runner.judge import gpu_lock  # noqa: E402
+from orchestrator.runner.judge import gpu_lock, plain_trial_count  # noqa: E402
 
 NEEDED = ("started_at", "episode_wall_s", "stage_wall_s", "stage_lock_wait_s")  # what a replay reads of a row
-# shared holds per stage at the default settings: the judge's correctness plan adds a repeat of one trial
-TRIALS = {"correctness": max(Settings().trials, 3) + 1, "stress": Settings().stress}
+# shared holds per stage at the default settings
+TRIALS = {"correctness": plain_trial_count({"trials": Settings().trials}), "stress": Settings().stress}
 
 
 # the rule scoring uses, and the turnstile before the sixteenth session (a writer held the gate

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import REPO_ROOT
-from orchestrator.runner.judge import LOADED_CALLS, gpu_lock, loaded_trial_count, parse_verdict, profiler_lock
+from orchestrator.runner.judge import (LOADED_CALLS, gpu_lock, loaded_trial_count, parse_verdict, plain_trial_count,
+                                       profiler_lock)
 from orchestrator.scoring.counters import profiled_range
 
 PROBLEM = REPO_ROOT / "problems" / "graph" / "l1" / "csr_spmv"
@@ -258,9 +259,9 @@ class ModelNew(ModelNew):
 
 
 def _calls_before_timing(device: str) -> int:
-    """The candidate's calls in correctness and stress for _start_judge's job: four trials of one
-    call (3 trials and the repeat), the loaded trials' calls (none on a CPU), one stress shape."""
-    return 4 + loaded_trial_count({}, device) * LOADED_CALLS + 1
+    """The candidate's calls in correctness and stress for _start_judge's job: one per plain trial,
+    the loaded trials' calls (none on a CPU), one stress shape."""
+    return plain_trial_count({}) + loaded_trial_count({}, device) * LOADED_CALLS + 1
 
 
 def _spawned_children(pid: int) -> set[int]:

@@ -160,6 +160,11 @@ LOADED_CALLS = 4
 LOADED_NOTE = " (with the GPU loaded by other work: a result that changes with the GPU's company is a race)"
 
 
+def plain_trial_count(job: dict[str, Any]) -> int:
+    """Correctness trials without the load: the job's fresh ones (at least 3) and a repeat of the third."""
+    return max(int(job.get("trials", 3)), 3) + 1
+
+
 def loaded_trial_count(job: dict[str, Any], device: str) -> int:
     """Correctness trials with the GPU load on (gpuload.py): the job's, by default 2 on a GPU and none on a CPU."""
     return int(job.get("loaded_trials", 0 if device == "cpu" else LOADED_TRIALS))
@@ -412,8 +417,7 @@ class Judge:
     def correctness(self, cand: Candidate) -> None:
         trials: list[dict] = []
         self.stages["correctness"] = {"status": "failed", "shape": self.disclosed, "trials": trials}
-        n = int(self.job.get("trials", 3))
-        seeds = [self._seed() for _ in range(max(n, 3))]
+        seeds = [self._seed() for _ in range(plain_trial_count(self.job) - 1)]  # the repeat reuses one
         plan = [("fresh", seeds[0], False), ("in_place", seeds[1], True), ("fresh", seeds[2], False),
                 ("repeat", seeds[2], False)] + [("fresh", s, False) for s in seeds[3:]]
         loaded = loaded_trial_count(self.job, self.device)
