@@ -10,6 +10,7 @@
 #
 #   run(command="bash scripts/gpu/docker_on_device.sh", carry=[".carry/docker"])
 #   (on nvidia-h200-x2 too, for the multi-GPU container)
+#   GPU_TESTS_ONLY=1 [GPU_TESTS_S=240]: the engine, then tests/docker/test_gpu.py alone (a short call)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/popcorn-out}; mkdir -p "$OUT"
@@ -59,22 +60,34 @@ python3 -c 'import docker; i = docker.from_env().info(); print({k: i.get(k) for 
 
 step "images on a skeleton toolchain"
 TC=$(python3 -m orchestrator images host-toolchain --kind skeleton) || exit 1
+gpu_mode() {
+    export POPCORN_DOCKER_GPU_MODE=devices
+    export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
+    export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
+    export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
+    echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ -n "${GPU_TESTS_ONLY:-}" ]; then  # a short call: tests/docker/test_gpu.py alone (its fixture builds one image chain)
+    gpu_mode
+    step "GPU tests in containers ($ngpu GPUs)"
+    POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
+        timeout "${GPU_TESTS_S:-240}" python3 -m pytest -p no:cacheprovider -v -rA tests/docker/test_gpu.py \
+        > "$OUT/docker_tests.log" 2>&1; echo "tests exit $?"; tail -15 "$OUT/docker_tests.log"
+    python3 -m orchestrator sandbox prune; kill "$(cat "$D/dockerd.pid")" 2>/dev/null
+    exit 0
+fi
 python3 -m orchestrator images build --quiet --write-dockerfiles --toolchain "$TC" --lock "$OUT/images.lock.json" \
     || echo "some images failed to build (see above)"
 python3 -m orchestrator images list --toolchain "$TC" | head -40
 
-export POPCORN_DOCKER_GPU_MODE=devices
-export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
-export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
-export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
-echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
+gpu_mode
 step "exec overhead per tool call, container start (scripts/bench_docker.py)"
 export POPCORN_IMAGES_LOCK="$OUT/images.lock.json"  # runs below use exactly the images just built
 IMG=$(python3 -c 'import os, pathlib; from orchestrator.images import resolve_image
 print(resolve_image("graph/l1/csr_spmv", pathlib.Path(os.environ["POPCORN_IMAGES_LOCK"]))[0])')
 timeout 150 python3 scripts/bench_docker.py --image "$IMG" --calls 30 2>&1 | tail -20
 
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 # Three things at once (a 10-minute device call): the hardening and GPU tests, oracles
 # scored in per-problem containers, and (AGENT_PROBLEMS set) mt-all episodes whose tools
 # run in the episode's container, with ncu's least privilege found there.
