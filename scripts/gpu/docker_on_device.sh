@@ -73,9 +73,9 @@ if [ -n "${GPU_TESTS_ONLY:-}" ]; then  # a short call: tests/docker/test_gpu.py 
     step "GPU tests in containers ($ngpu GPUs)"
     POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
         timeout "${GPU_TESTS_S:-240}" python3 -m pytest -p no:cacheprovider -v -rA tests/docker/test_gpu.py \
-        > "$OUT/docker_tests.log" 2>&1; echo "tests exit $?"; tail -15 "$OUT/docker_tests.log"
+        > "$OUT/docker_tests.log" 2>&1; rc=$?; echo "tests exit $rc"; tail -15 "$OUT/docker_tests.log"
     python3 -m orchestrator sandbox prune; kill "$(cat "$D/dockerd.pid")" 2>/dev/null
-    exit 0
+    exit $rc
 fi
 python3 -m orchestrator images build --quiet --write-dockerfiles --toolchain "$TC" --lock "$OUT/images.lock.json" \
     || echo "some images failed to build (see above)"
