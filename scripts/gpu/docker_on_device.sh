@@ -60,28 +60,29 @@ python3 -c 'import docker; i = docker.from_env().info(); print({k: i.get(k) for 
 
 step "images on a skeleton toolchain"
 TC=$(python3 -m orchestrator images host-toolchain --kind skeleton) || exit 1
-gpu_mode() {
-    export POPCORN_DOCKER_GPU_MODE=devices
-    export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
-    export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
-    export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
-    echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
-}
+# sandboxes only (images build reads none of it): GPUs by --device, the host's driver bound in
+export POPCORN_DOCKER_GPU_MODE=devices
+export POPCORN_DOCKER_BINDS=${POPCORN_DOCKER_BINDS:-/usr,/opt,/usr/local/nvidia}
+export POPCORN_DOCKER_PYTHON=${POPCORN_DOCKER_PYTHON:-$(command -v python3)}
+export POPCORN_DOCKER_LD_LIBRARY_PATH=${POPCORN_DOCKER_LD_LIBRARY_PATH:-$host_ld}
+echo "binds $POPCORN_DOCKER_BINDS python $POPCORN_DOCKER_PYTHON ld $POPCORN_DOCKER_LD_LIBRARY_PATH"
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [ -n "${GPU_TESTS_ONLY:-}" ]; then  # a short call: tests/docker/test_gpu.py alone (its fixture builds one image chain)
-    gpu_mode
-    step "GPU tests in containers ($ngpu GPUs)"
+docker_tests() {  # $1: time limit (s), then test files; every GPU attached, log in $OUT
+    local limit=$1; shift
     POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
-        timeout "${GPU_TESTS_S:-240}" python3 -m pytest -p no:cacheprovider -v -rA tests/docker/test_gpu.py \
-        > "$OUT/docker_tests.log" 2>&1; rc=$?; echo "tests exit $rc"; tail -15 "$OUT/docker_tests.log"
-    python3 -m orchestrator sandbox prune; kill "$(cat "$D/dockerd.pid")" 2>/dev/null
-    exit $rc
+        timeout "$limit" python3 -m pytest -p no:cacheprovider -q -rA "$@" > "$OUT/docker_tests.log" 2>&1
+}
+leftovers() { step "leftovers"; python3 -m orchestrator sandbox prune; kill "$(cat "$D/dockerd.pid")" 2>/dev/null; }
+if [ -n "${GPU_TESTS_ONLY:-}" ]; then  # a short call: tests/docker/test_gpu.py alone (its fixture builds one image chain)
+    step "GPU tests in containers ($ngpu GPUs)"
+    docker_tests "${GPU_TESTS_S:-240}" tests/docker/test_gpu.py; rc=$?
+    echo "tests exit $rc"; tail -15 "$OUT/docker_tests.log"
+    leftovers; exit $rc
 fi
 python3 -m orchestrator images build --quiet --write-dockerfiles --toolchain "$TC" --lock "$OUT/images.lock.json" \
     || echo "some images failed to build (see above)"
 python3 -m orchestrator images list --toolchain "$TC" | head -40
 
-gpu_mode
 step "exec overhead per tool call, container start (scripts/bench_docker.py)"
 export POPCORN_IMAGES_LOCK="$OUT/images.lock.json"  # runs below use exactly the images just built
 IMG=$(python3 -c 'import os, pathlib; from orchestrator.images import resolve_image
@@ -92,9 +93,7 @@ timeout 150 python3 scripts/bench_docker.py --image "$IMG" --calls 30 2>&1 | tai
 # scored in per-problem containers, and (AGENT_PROBLEMS set) mt-all episodes whose tools
 # run in the episode's container, with ncu's least privilege found there.
 step "hardening + GPU tests with a GPU attached ($ngpu GPUs); oracles in containers; agent tools in containers"
-( POPCORN_TEST_DOCKER_TOOLCHAIN="$TC" POPCORN_TEST_DOCKER_GPUS="$(seq -s, 0 $((ngpu - 1)))" \
-    timeout 300 python3 -m pytest -p no:cacheprovider -q -rA tests/docker/test_hardening.py tests/docker/test_gpu.py \
-    > "$OUT/docker_tests.log" 2>&1; echo "tests exit $?" ) &
+( docker_tests 300 tests/docker/test_hardening.py tests/docker/test_gpu.py; echo "tests exit $?" ) &
 jobs_running=($!)
 ( timeout 300 python3 scripts/gpu/docker_score_oracles.py --lock "$OUT/images.lock.json" --out "$OUT/docker_scores.json" \
     --gpus 0 --budget-s "${ORACLE_BUDGET_S:-150}" > "$OUT/docker_scores.log" 2>&1; echo "oracles exit $?" ) &
@@ -107,7 +106,5 @@ fi
 wait "${jobs_running[@]}"  # not a bare wait: dockerd runs in the background too
 tail -40 "$OUT/docker_tests.log"; tail -15 "$OUT/docker_scores.log"; tail -30 "$OUT/agent/summary.txt" 2>/dev/null
 
-step "leftovers"
-python3 -m orchestrator sandbox prune
-kill "$(cat "$D/dockerd.pid")" 2>/dev/null
+leftovers
 step done
