@@ -48,6 +48,25 @@ def test_exact_integers_and_fraction_match():
     assert not compare_outputs(near, f, tol).passed
 
 
+def test_fraction_match_min_mismatches_is_a_floor_for_small_outputs():
+    ref = torch.linspace(0.5, 1.0, 16)
+    out = ref.clone()
+    out[:2] -= 0.01  # two of 16 differ: more than 1 %, within atol
+    tol = {"metric": "fraction_match", "fraction": 0.99, "atol": 0.05, "rtol": 0, "rel_norm_max": 0.02}
+    assert not compare_outputs(out, ref, tol).passed
+    floor = {**tol, "min_mismatches": 2}
+    result = compare_outputs(out, ref, floor)
+    assert result.passed and "at most 2 differing" in result.message
+    out[2] -= 0.01
+    assert not compare_outputs(out, ref, floor).passed
+    big, big_out = torch.linspace(0.5, 1.0, 1000), torch.linspace(0.5, 1.0, 1000)
+    big_out[:10] -= 0.01  # the 1 % share still rules when it is larger than the floor
+    assert compare_outputs(big_out, big, floor).passed
+    ints = torch.arange(16)
+    assert compare_outputs(torch.where(ints < 2, ints + 1, ints), ints,
+                           {"metric": "fraction_match", "fraction": 0.99, "min_mismatches": 2}).passed
+
+
 def test_tolerance_scale_bounds_error_by_term_magnitude():
     ref = torch.tensor([1e-3, 5.0])
     out = ref + torch.tensor([1e-3, 0.0])

@@ -1,8 +1,10 @@
 """Cross-checks for biology/l1/lddt_score: a plain Python loop over residue pairs."""
 import math
 
+import pytest
 import torch
 
+from orchestrator.runner.compare import compare_outputs
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
@@ -44,3 +46,34 @@ def test_degeneracy():
 
 def test_tolerance_calibrated():
     case.check_calibration({"batch": 16, "n_res": 512, "noise": 1.0})
+
+
+def _with_one_flip(per_res, glob, mask, true):
+    """The outputs as if one pair (0, 1) of chain 0 flipped a threshold: a quarter point off
+    in residue 0, residue 1 and chain 0's global score, nothing else."""
+    d_t = ref.pair_distances(true)
+    include = (d_t < ref.CUTOFF).float() * mask[:, :, None] * mask[:, None, :] * (1 - torch.eye(mask.shape[1]))
+    per_res, glob = per_res.clone(), glob.clone()
+    per_res[0, :2] -= 0.25 / include[0, :2].sum(-1)
+    glob[0] -= 0.25 / include[0].sum()
+    return per_res, glob
+
+
+@pytest.mark.parametrize("shape", [{"batch": 1, "n_res": 16, "noise": 0.1}, {"batch": 8, "n_res": 64, "noise": 1.0}])
+def test_one_threshold_flip_passes_at_any_size(shape):
+    pred, true, mask = case.problem.inputs(shape, 0, "cpu")
+    per_res, glob = ref.Model()(pred, true, mask)
+    result = compare_outputs(_with_one_flip(per_res, glob, mask, true), (per_res, glob), case.tolerance)
+    assert result.passed, result.message
+
+
+def test_a_wrong_global_or_a_constant_per_res_fails():
+    shape = {"batch": 8, "n_res": 64, "noise": 1.0}
+    pred, true, mask = case.problem.inputs(shape, 0, "cpu")
+    per_res, glob = ref.Model()(pred, true, mask)
+    unweighted = (per_res * mask).sum(-1) / mask.sum(-1)  # not weighted by each residue's pairs
+    result = compare_outputs((per_res, unweighted), (per_res, glob), case.tolerance)
+    assert not result.passed and "output[1]" in result.message
+    chain_mean = glob[:, None].expand_as(per_res)
+    result = compare_outputs((chain_mean, glob), (per_res, glob), case.tolerance)
+    assert not result.passed and "output[0]" in result.message
