@@ -1,0 +1,24 @@
+#!/bin/bash
+# Screen one oracle for flaky correctness: a check-mode eval (disclosed shape: fresh, in-place,
+# repeat and loaded trials) of problems/PROBLEM/solutions/oracle.py at one stress seed, printed
+# as one JSON line. Many at once on the device, e.g. every single-GPU problem at seed 11:
+#   ls problems/*/*/*/solutions/oracle.py | sed 's#problems/##; s#/solutions/oracle.py##' \
+#     | awk '{print $0" 11"}' | xargs -P 6 -L 1 bash scripts/gpu/oracle_screen.sh > $OUT/screen.jsonl
+# SCREEN_TIMEOUT_S (default 200) bounds each eval; rc 124 means it ran out, not that it failed
+# (bfs_level_expand's correctness stage alone takes ~145 s on an H100).
+set -u
+if [ $# -ne 2 ]; then echo "usage: oracle_screen.sh PROBLEM SEED" >&2; exit 2; fi
+problem=$1 seed=$2
+verdict=$(timeout "${SCREEN_TIMEOUT_S:-200}" python3 -m orchestrator eval --problem "$problem" \
+    --solution "problems/$problem/solutions/oracle.py" --sandbox local --mode check --seed "$seed" --json 2>/dev/null)
+rc=$?
+python3 - "$problem" "$seed" "$rc" "$verdict" <<'PY'
+import json, sys
+problem, seed, rc, verdict = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+try:
+    v = json.loads(verdict)
+except ValueError:
+    v = {}
+print(json.dumps({"problem": problem, "seed": seed, "rc": rc, "failure_class": v.get("failure_class"),
+                  "detail": (v.get("failure_detail") or "")[:400]}))
+PY
