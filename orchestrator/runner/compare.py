@@ -51,7 +51,7 @@ def _rel_norm(out: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / denom
 
 
-def _mismatches_allowed(tol: Mapping[str, Any], total: int, fraction: float | None = None) -> int:
+def mismatches_allowed(tol: Mapping[str, Any], total: int, fraction: float | None = None) -> int:
     """Elements (or units) that may differ: a (1 - fraction) share or `min_mismatches`, whichever
     is larger. The floor is for small outputs, where 1 % is less than one rounding event's
     footprint (a threshold flip changes two residues' scores, however short the chain)."""
@@ -96,7 +96,7 @@ def compare_tensor(out: Any, ref: torch.Tensor, tol: Mapping[str, Any], name: st
         if metric == "fraction_match" and not out.is_floating_point():
             # integer outputs (ancestor indices, trajectories): a stated fraction must match
             need = float(tol.get("fraction", 0.99))
-            ok = n_bad <= _mismatches_allowed(tol, out.numel())
+            ok = n_bad <= mismatches_allowed(tol, out.numel())
             return Comparison(ok, f"{name}: {1.0 - frac:.5f} of elements match exactly (need {need}{_floor_note(tol)})",
                               mismatch_fraction=frac)
         return Comparison(False, f"{name}: {n_bad} of {out.numel()} elements differ (exact match required); "
@@ -124,7 +124,7 @@ def compare_tensor(out: Any, ref: torch.Tensor, tol: Mapping[str, Any], name: st
         need = float(tol.get("fraction", 0.99))
         exact_ok = 1.0 - exact_frac
         close = abs_err <= atol + rtol * mag
-        ok = int(mism.sum()) <= _mismatches_allowed(tol, out.numel()) and bool(close.all()) and rel <= guard
+        ok = int(mism.sum()) <= mismatches_allowed(tol, out.numel()) and bool(close.all()) and rel <= guard
         return Comparison(ok, f"{name}: {exact_ok:.4f} of elements match exactly (need {need}{_floor_note(tol)}); "
                               f"{int((~close).sum())} outside atol={atol:g} rtol={rtol:g}; rel-norm {rel:.3g}", **stats)
     # allclose (also the element check inside accept_mismatch chains)
@@ -196,7 +196,7 @@ def units_agree(parts: Sequence[tuple[str, torch.Tensor, torch.Tensor, int]], to
             return False, f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)} ({unit} first)"
     match = units_within(runs, atol, rtol)
     total, agree = match.numel(), int(match.sum())
-    allowed = _mismatches_allowed(tol, total, fraction)
+    allowed = mismatches_allowed(tol, total, fraction)
     if total - agree > allowed:
         worst = max(float((out - ref).abs().max()) for _, out, ref in runs)
         return False, (f"only {agree} of {total} {unit} agree within atol={atol:g} rtol={rtol:g} "

@@ -1,10 +1,10 @@
 """Cross-checks for biology/l1/lddt_score: a plain Python loop over residue pairs."""
 import math
+import random
 
-import pytest
 import torch
 
-from orchestrator.runner.compare import compare_outputs
+from orchestrator.runner.shapes import stress_shapes
 from orchestrator.testing import ProblemCase
 
 case = ProblemCase.load(__file__)
@@ -48,32 +48,74 @@ def test_tolerance_calibrated():
     case.check_calibration({"batch": 16, "n_res": 512, "noise": 1.0})
 
 
-def _with_one_flip(per_res, glob, mask, true):
-    """The outputs as if one pair (0, 1) of chain 0 flipped a threshold: a quarter point off
-    in residue 0, residue 1 and chain 0's global score, nothing else."""
-    d_t = ref.pair_distances(true)
+def _outputs(include, frac):
+    per_res = (1e-10 + (include * frac).sum(-1)) / (1e-10 + include.sum(-1))
+    return per_res, (1e-10 + (include * frac).sum((-1, -2))) / (1e-10 + include.sum((-1, -2)))
+
+
+def _one_flip(shape, seed, kind, rng):
+    """The reference's outputs, and the outputs had one comparison of one pair flipped, as a
+    different rounding of a distance within an ulp of a threshold or the cutoff would: a
+    quarter point of the pair's score, or the pair in or out of the sums."""
+    pred, true, mask = case.problem.inputs(shape, seed, "cpu")
+    d_t, d_p = ref.pair_distances(true), ref.pair_distances(pred)
     include = (d_t < ref.CUTOFF).float() * mask[:, :, None] * mask[:, None, :] * (1 - torch.eye(mask.shape[1]))
-    per_res, glob = per_res.clone(), glob.clone()
-    per_res[0, :2] -= 0.25 / include[0, :2].sum(-1)
-    glob[0] -= 0.25 / include[0].sum()
-    return per_res, glob
+    frac = 0.25 * sum(((d_t - d_p).abs() < t).float() for t in ref.THRESHOLDS)
+    b = rng.randrange(shape["batch"])
+    if kind == "threshold":
+        pairs = include[b].nonzero()
+    else:
+        valid = mask[b].bool()
+        pairs = (((d_t[b] - ref.CUTOFF).abs() < 1.0) & valid[:, None] & valid[None, :]
+                 & ~torch.eye(mask.shape[1], dtype=torch.bool)).nonzero()
+    if len(pairs) == 0:
+        return None
+    i, j = pairs[rng.randrange(len(pairs))].tolist()
+    flipped_frac, flipped_include = frac.clone(), include.clone()
+    for a, c in ((i, j), (j, i)):  # d_ij and d_ji round alike
+        if kind == "threshold":
+            flipped_frac[b, a, c] += -0.25 if frac[b, i, j] > 0 else 0.25
+        else:
+            flipped_include[b, a, c] = 1 - include[b, i, j]
+    return (pred, true, mask), _outputs(include, frac), _outputs(flipped_include, flipped_frac)
 
 
-@pytest.mark.parametrize("shape", [{"batch": 1, "n_res": 16, "noise": 0.1}, {"batch": 8, "n_res": 64, "noise": 1.0}])
-def test_one_threshold_flip_passes_at_any_size(shape):
-    pred, true, mask = case.problem.inputs(shape, 0, "cpu")
-    per_res, glob = ref.Model()(pred, true, mask)
-    result = compare_outputs(_with_one_flip(per_res, glob, mask, true), (per_res, glob), case.tolerance)
-    assert result.passed, result.message
+def test_one_rounding_flip_passes_at_stress_shapes():
+    """One flip of each kind at the stress shapes up to 2**22 pair slots: the small ones are the
+    hard ones, down to 16 residues, where a flip moves a score by up to 0.25 and a chain's
+    global score by up to 1e-2."""
+    rng, failures, trials = random.Random(0), [], 0
+    for seed in range(3):
+        for shape in stress_shapes(case.manifest["shapes"], case.manifest["constraints"], 8, seed):
+            if shape["batch"] * shape["n_res"] ** 2 > 2 ** 22:
+                continue  # CI's memory and time
+            for kind in ("threshold", "cutoff"):
+                for _ in range(3):
+                    made = _one_flip(shape, seed, kind, rng)
+                    if made is None:
+                        continue
+                    trials += 1
+                    inputs, expected, flipped = made
+                    result = case.problem.compare(inputs, flipped, expected)
+                    if not result.passed:
+                        failures.append((kind, shape, result.message))
+    assert trials >= 60 and not failures, failures[:3]
 
 
 def test_a_wrong_global_or_a_constant_per_res_fails():
+    """At a small shape, where the unweighted mean of per_res is only 5e-3 from the global score
+    (a fixed tolerance wide enough for one flip in a 16-residue chain let it pass)."""
     shape = {"batch": 8, "n_res": 64, "noise": 1.0}
-    pred, true, mask = case.problem.inputs(shape, 0, "cpu")
-    per_res, glob = ref.Model()(pred, true, mask)
+    inputs = case.problem.inputs(shape, 0, "cpu")
+    per_res, glob = ref.Model()(*inputs)
+    mask = inputs[2]
     unweighted = (per_res * mask).sum(-1) / mask.sum(-1)  # not weighted by each residue's pairs
-    result = compare_outputs((per_res, unweighted), (per_res, glob), case.tolerance)
-    assert not result.passed and "output[1]" in result.message
-    chain_mean = glob[:, None].expand_as(per_res)
-    result = compare_outputs((chain_mean, glob), (per_res, glob), case.tolerance)
-    assert not result.passed and "output[0]" in result.message
+    result = case.problem.compare(inputs, (per_res, unweighted), (per_res, glob))
+    assert not result.passed and "global[" in result.message
+    chain_mean = glob[:, None].expand_as(per_res).contiguous()
+    result = case.problem.compare(inputs, (chain_mean, glob), (per_res, glob))
+    assert not result.passed and "per_res" in result.message
+    one_residue_off = per_res.clone()
+    one_residue_off[0, 5] += 0.2  # more than one flip of its pairs moves it
+    result = case.problem.compare(inputs, (one_residue_off, glob), (per_res, glob))
+    assert not result.passed and "per_res[0, 5]" in result.message
