@@ -313,3 +313,14 @@ def test_the_first_launch_of_a_region_is_hidden_behind_the_lead():
     assert result["calls_per_region"] == 1
     # recorded on an idle GPU, the start event would put the whole 0.1 ms launch in the sample
     assert statistics.median(result["times_ms"]) < 0.06
+
+
+def test_fingerprint_slack_follows_the_tolerance_or_the_problems_own_statement():
+    assert timing.fingerprint_rel({"rtol": 0.0}) == 1e-3
+    assert timing.fingerprint_rel({"rtol": 5e-3}) == 5e-3
+    assert timing.fingerprint_rel({"rtol": 0.1}) == 1e-2
+    assert timing.fingerprint_rel({"rtol": 0.0}, own_checker=True) == 1e-2
+    assert timing.fingerprint_rel({"fingerprint_rel": 1e-4}, own_checker=True) == 1e-4
+    sums = [(1000.0, 1000.0)]
+    assert timing.fingerprints_agree([(1000.5, 1000.0)], sums, 1e-3)
+    assert not timing.fingerprints_agree([(1000.5, 1000.0)], sums, 1e-4)
