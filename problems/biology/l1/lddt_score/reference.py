@@ -18,10 +18,7 @@ def pair_counts(true, mask):
     row sum). One chain at a time: [L, L] temporaries instead of the reference's [B, L, L, 3]."""
     counts = torch.empty(mask.shape, dtype=torch.float64, device=mask.device)
     for b in range(mask.shape[0]):
-        valid = mask[b].bool()
-        include = (pair_distances(true[b:b + 1])[0] < CUTOFF) & valid[:, None] & valid[None, :]
-        include.fill_diagonal_(False)
-        counts[b] = include.sum(-1)
+        counts[b] = included(pair_distances(true[b:b + 1]), mask[b:b + 1])[0].sum(-1)
     return counts
 
 
@@ -29,12 +26,12 @@ def check_output(inputs, output, expected, tolerance):
     """Scores are ratios of exact sums of quarters, so a correct kernel matches the reference
     except where a distance within an ulp of a threshold or the 15 A cutoff rounds the other way
     (an FMA, another order of the squared terms). Such a flip moves a residue's score by 0.25 or
-    at most 1 over its number of pairs (less one, if the flip drops a pair at the cutoff), and its
-    chain's global score by as much over the chain's pairs. So per_res must agree (within `atol`, the final division's rounding) except at a
-    `fraction` share of residues or `min_mismatches` (one flip moves two), each of those within
-    one flip; a chain's global within (its differing residues + 2) flips. The bound follows the
-    shape: about 1e-2 for a chain of 16 residues, 1e-4 at the default shape, where any other formula
-    is off by far more."""
+    at most 1 over its number of pairs (less one, if the flip drops a pair at the cutoff), and
+    its chain's global score by as much over the chain's pairs. So per_res must agree (within
+    `atol`, the final division's rounding) except at a `fraction` share of residues or
+    `min_mismatches` (one flip moves two), each of those within one flip; a chain's global
+    within (its differing residues + 2) flips. The bound follows the shape: 1e-2 to 2e-2 for a
+    chain of 16 residues, 1e-4 at the default shape, where any other formula is off by far more."""
     _, true, mask = inputs
     (per_res, glob), (per_ref, glob_ref) = output, expected
     per_res, per_ref, glob, glob_ref = (t.double() for t in (per_res, per_ref, glob, glob_ref))
@@ -55,24 +52,37 @@ def check_output(inputs, output, expected, tolerance):
     chain_pairs = pairs.sum(-1).clamp_min(1)
     glob_off = (glob - glob_ref).abs()
     bound = (differ.sum(-1) + 2) / (chain_pairs - 1).clamp_min(1) + slack
-    if (glob_off > bound).any():
-        b = int((glob_off > bound).nonzero()[0])
+    too_far = glob_off > bound
+    if too_far.any():
+        b = int(too_far.nonzero()[0])
         return False, (f"global[{b}] is off by {float(glob_off[b]):.3g}; its chain's {int(chain_pairs[b])} pairs and "
                        f"{int(differ[b].sum())} differing residues allow {float(bound[b]):.3g}")
     return True, f"{total - n_differ} of {total} residues agree; the rest and every global score within rounding flips"
 
 
+def included(d_t, mask):
+    """include_ij: 1 where the true distance is under the cutoff, both residues valid, i != j."""
+    not_self = 1 - torch.eye(mask.shape[1], dtype=mask.dtype, device=mask.device)
+    return (d_t < CUTOFF).to(mask.dtype) * mask[:, :, None] * mask[:, None, :] * not_self
+
+
+def preserved(d_t, d_p):
+    """frac_ij: the quarter points of the four thresholds the pair's distance error stays under."""
+    err = (d_t - d_p).abs()
+    return 0.25 * sum((err < t).to(d_t.dtype) for t in THRESHOLDS)
+
+
+def scores(include, frac):
+    """(per_res [B, L], global [B]) from the pairs' include and frac."""
+    per_res = (1e-10 + (include * frac).sum(-1)) / (1e-10 + include.sum(-1))
+    global_score = (1e-10 + (include * frac).sum((-1, -2))) / (1e-10 + include.sum((-1, -2)))
+    return per_res, global_score
+
+
 class Model(nn.Module):
     def forward(self, pred, true, mask):
         d_t, d_p = pair_distances(true), pair_distances(pred)
-        n = mask.shape[1]
-        not_self = 1 - torch.eye(n, dtype=mask.dtype, device=mask.device)
-        include = (d_t < CUTOFF).to(mask.dtype) * mask[:, :, None] * mask[:, None, :] * not_self
-        err = (d_t - d_p).abs()
-        frac = 0.25 * sum((err < t).to(mask.dtype) for t in THRESHOLDS)
-        per_res = (1e-10 + (include * frac).sum(-1)) / (1e-10 + include.sum(-1))
-        global_score = (1e-10 + (include * frac).sum((-1, -2))) / (1e-10 + include.sum((-1, -2)))
-        return per_res, global_score
+        return scores(included(d_t, mask), preserved(d_t, d_p))
 
 
 def get_init_inputs(shape):

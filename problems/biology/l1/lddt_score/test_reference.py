@@ -48,19 +48,13 @@ def test_tolerance_calibrated():
     case.check_calibration({"batch": 16, "n_res": 512, "noise": 1.0})
 
 
-def _outputs(include, frac):
-    per_res = (1e-10 + (include * frac).sum(-1)) / (1e-10 + include.sum(-1))
-    return per_res, (1e-10 + (include * frac).sum((-1, -2))) / (1e-10 + include.sum((-1, -2)))
-
-
 def _one_flip(shape, seed, kind, rng):
     """The reference's outputs, and the outputs had one comparison of one pair flipped, as a
     different rounding of a distance within an ulp of a threshold or the cutoff would: a
     quarter point of the pair's score, or the pair in or out of the sums."""
     pred, true, mask = case.problem.inputs(shape, seed, "cpu")
     d_t, d_p = ref.pair_distances(true), ref.pair_distances(pred)
-    include = (d_t < ref.CUTOFF).float() * mask[:, :, None] * mask[:, None, :] * (1 - torch.eye(mask.shape[1]))
-    frac = 0.25 * sum(((d_t - d_p).abs() < t).float() for t in ref.THRESHOLDS)
+    include, frac = ref.included(d_t, mask), ref.preserved(d_t, d_p)
     b = rng.randrange(shape["batch"])
     if kind == "threshold":
         pairs = include[b].nonzero()
@@ -77,7 +71,7 @@ def _one_flip(shape, seed, kind, rng):
             flipped_frac[b, a, c] += -0.25 if frac[b, i, j] > 0 else 0.25
         else:
             flipped_include[b, a, c] = 1 - include[b, i, j]
-    return (pred, true, mask), _outputs(include, frac), _outputs(flipped_include, flipped_frac)
+    return (pred, true, mask), ref.scores(include, frac), ref.scores(flipped_include, flipped_frac)
 
 
 def test_one_rounding_flip_passes_at_stress_shapes():
