@@ -9,16 +9,17 @@
 set -u
 if [ $# -ne 2 ]; then echo "usage: oracle_screen.sh PROBLEM SEED" >&2; exit 2; fi
 problem=$1 seed=$2
+start=$SECONDS
 verdict=$(timeout "${SCREEN_TIMEOUT_S:-200}" python3 -m orchestrator eval --problem "$problem" \
     --solution "problems/$problem/solutions/oracle.py" --sandbox local --mode check --seed "$seed" --json 2>/dev/null)
-rc=$?
-python3 - "$problem" "$seed" "$rc" "$verdict" <<'PY'
+rc=$? wall_s=$((SECONDS - start))
+python3 - "$problem" "$seed" "$rc" "$wall_s" "$verdict" <<'PY'
 import json, sys
-problem, seed, rc, verdict = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+problem, seed, rc, wall_s, verdict = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 try:
     v = json.loads(verdict)
 except ValueError:
     v = {}
-print(json.dumps({"problem": problem, "seed": seed, "rc": rc, "failure_class": v.get("failure_class"),
+print(json.dumps({"problem": problem, "seed": seed, "rc": rc, "wall_s": wall_s, "failure_class": v.get("failure_class"),
                   "detail": (v.get("failure_detail") or "")[:400]}))
 PY
