@@ -1,10 +1,9 @@
 """How long does one input set take to make at a problem's default (H200) shape, on this CPU?
 
-Every evaluation makes many sets (one per correctness trial and stress shape, four for timing),
-and `get_inputs` draws from a CPU generator, so a set that takes seconds here costs the GPU
-pass wall time too (bfs_level_expand's took about 25 s before its sorts moved to the inputs'
-device). Made with device "cpu": what a reference leaves to the device is counted here, so a
-figure is an upper bound on the host's share.
+A full evaluation makes 15-20 sets (one per correctness trial and stress shape, four for
+timing), and the judge makes every one on the CPU (device "cpu"), as this does: a set that
+takes seconds here costs an evaluation on the GPU machine wall time too (bfs_level_expand's
+took 23 s on 2 cores before its sorts were cut down).
 
     python3 scripts/bench_inputs.py PROBLEM_DIR        # one JSON line: seconds, bytes
     python3 scripts/bench_inputs.py --all [--timeout S] [--top N]   # every problem, slowest first
