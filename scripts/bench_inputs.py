@@ -19,14 +19,17 @@ import sys
 import time
 from pathlib import Path
 
+from tabulate import tabulate
+from tqdm import tqdm
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.runner.problem import load_problem, tree_bytes  # noqa: E402
+from orchestrator.runner.shapes import default_shape  # noqa: E402
+
 
 def one(directory: str) -> dict:
-    from orchestrator.runner.problem import load_problem, tree_bytes
-    from orchestrator.runner.shapes import default_shape
-
     problem = load_problem(directory)
     shape = default_shape(problem.manifest["shapes"], "cuda")
     extra = {"rank": 0, "world_size": 2} if problem.manifest.get("collectives") else {}
@@ -37,20 +40,16 @@ def one(directory: str) -> dict:
 
 
 def every(timeout: float, top: int) -> None:
-    from tabulate import tabulate
-    from tqdm import tqdm
-
     rows = []
     for manifest in tqdm(sorted(REPO.glob("problems/*/*/*/manifest.json")), desc="input sets", unit="problem"):
+        failed = {"problem": str(manifest.parent.relative_to(REPO / "problems")), "seconds": None, "bytes": None}
         try:
             done = subprocess.run([sys.executable, __file__, str(manifest.parent)], capture_output=True,
                                   text=True, timeout=timeout)
             row = json.loads(done.stdout) if done.returncode == 0 else {
-                "problem": str(manifest.parent.relative_to(REPO / "problems")), "seconds": None,
-                "bytes": None, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:120]}
+                **failed, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:120]}
         except subprocess.TimeoutExpired:
-            row = {"problem": str(manifest.parent.relative_to(REPO / "problems")), "seconds": None,
-                   "bytes": None, "error": f"over {timeout:g} s"}
+            row = {**failed, "error": f"over {timeout:g} s"}
         rows.append(row)
     rows.sort(key=lambda r: -1 if r["seconds"] is None else -r["seconds"])
     table = [[r["problem"], r["seconds"], None if r["bytes"] is None else round(r["bytes"] / 2**20, 1),
@@ -69,6 +68,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.all == bool(args.problem):
         parser.error("give one problem folder or --all")
+    if args.problem and not (Path(args.problem) / "manifest.json").is_file():
+        parser.error(f"{args.problem}: no manifest.json there (a problem folder is problems/DOMAIN/LEVEL/NAME)")
     if args.all:
         every(args.timeout, args.top)
     else:

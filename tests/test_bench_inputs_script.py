@@ -30,3 +30,9 @@ def test_a_problem_or_all_but_not_both():
     for args in ((), ("--all", "problems/biology/l1/lddt_score")):
         out = _run(*args)
         assert out.returncode == 2 and "give one problem folder or --all" in out.stderr
+
+
+def test_a_folder_without_a_manifest_is_one_line():
+    out = _run("problems/graph")
+    assert out.returncode == 2 and "problems/graph: no manifest.json there" in out.stderr
+    assert "Traceback" not in out.stderr

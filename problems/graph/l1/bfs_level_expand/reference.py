@@ -33,9 +33,9 @@ def get_inputs(shape, generator, device):
     deg = (raw / raw.mean() * avg_degree).floor().clamp_(0, n).long()
     src = torch.repeat_interleave(torch.arange(n), deg)
     dst = torch.randint(0, n, (src.numel(),), generator=generator)
-    # Sorting 10^8 keys is most of the cost, and the judge makes every set on the CPU: one masked
-    # copy, and the CSC order by a stable sort of int32 targets (the edges come ordered by
-    # source, so it gives (target, source) order without sorting 64-bit keys again).
+    # The judge makes every set on the CPU, where sorting 10^8 keys is most of the cost: mask the
+    # keys once, and order the CSC by a stable sort of the int32 targets (the edges come ordered
+    # by source, so that is (target, source) order without sorting 64-bit keys again).
     key = torch.unique((src * n + dst)[src != dst])
     src, dst = key // n, (key % n).int()
     rowptr = torch.zeros(n + 1, dtype=torch.long)
