@@ -25,6 +25,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.images import problem_folders  # noqa: E402
 from orchestrator.runner.problem import load_problem, tree_bytes  # noqa: E402
 from orchestrator.runner.shapes import default_shape  # noqa: E402
 
@@ -41,10 +42,10 @@ def one(directory: str) -> dict:
 
 def every(timeout: float, top: int) -> None:
     rows = []
-    for manifest in tqdm(sorted(REPO.glob("problems/*/*/*/manifest.json")), desc="input sets", unit="problem"):
-        failed = {"problem": str(manifest.parent.relative_to(REPO / "problems")), "seconds": None, "bytes": None}
+    for folder in tqdm(problem_folders(REPO / "problems"), desc="input sets", unit="problem"):
+        failed = {"problem": folder.relative_to(REPO / "problems").as_posix(), "seconds": None, "bytes": None}
         try:
-            done = subprocess.run([sys.executable, __file__, str(manifest.parent)], capture_output=True,
+            done = subprocess.run([sys.executable, __file__, str(folder)], capture_output=True,
                                   text=True, timeout=timeout)
             row = json.loads(done.stdout) if done.returncode == 0 else {
                 **failed, "error": (done.stderr.strip().splitlines() or ["?"])[-1][:120]}

@@ -59,9 +59,8 @@ def _one_flip(shape, seed, kind, rng):
     if kind == "threshold":
         pairs = include[b].nonzero()
     else:
-        valid = mask[b].bool()
-        pairs = (((d_t[b] - ref.CUTOFF).abs() < 1.0) & valid[:, None] & valid[None, :]
-                 & ~torch.eye(mask.shape[1], dtype=torch.bool)).nonzero()
+        valid_pairs = ref.included(torch.zeros_like(d_t), mask)[b].bool()  # any distance under the cutoff
+        pairs = (((d_t[b] - ref.CUTOFF).abs() < 1.0) & valid_pairs).nonzero()
     if len(pairs) == 0:
         return None
     i, j = pairs[rng.randrange(len(pairs))].tolist()
