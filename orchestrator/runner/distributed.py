@@ -327,9 +327,9 @@ class DistributedJudge(Judge):
         process group, which is not built (no collectives oracle tunes at its first call)."""
         return False
 
-    def _timing_setup(self, cand: Any, load: bool) -> dict[str, Any]:
+    def _timing_setup(self, cand: Any) -> dict[str, Any]:
         """Both sides built at the disclosed shape and every rank's input sets (Judge.timing
-        makes them under the shared hold; `load` is never set: _fresh_timed_process)."""
+        makes them under the shared hold)."""
         self._build(cand, self.disclosed)
         self._ref_build(self.disclosed)
         n_sets = int(self.job.get("timing", {}).get("input_sets", 4))

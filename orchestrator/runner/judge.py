@@ -410,7 +410,8 @@ class Judge:
         self.ref_models.clear()
         ref, note = reference_without_candidate(lambda: self.reference(shape, inputs), cand.kill, self.device)
         restarted.append(note)
-        self._fresh_candidate(cand)
+        self._restart_unheld(cand)  # a rare path, taken with the GPU alone: it keeps that hold
+        self._load(cand)
         self._build(cand, shape)
         return ref
 
@@ -453,7 +454,7 @@ class Judge:
         setup = None
         with self.gpu_shared():
             try:
-                setup = self._timing_setup(cand, load=fresh)
+                setup = self._loaded_setup(cand, fresh)
             except (torch.OutOfMemoryError, StageFailure) as exc:
                 if not (self._shares_gpu() and _out_of_memory(exc)):
                     raise
@@ -461,7 +462,7 @@ class Judge:
             if fresh:  # the failed set-up's process may hold memory and has been built
                 self._restart_unheld(cand)
             with self.gpu_alone():
-                setup = self._reference_fits(cand, lambda: self._timing_setup(cand, load=fresh))
+                setup = self._reference_fits(cand, lambda: self._loaded_setup(cand, fresh))
         setup_s = time.perf_counter() - t0 - (self.lock_wait_s - w0)
         progress("timing, the GPU alone")
         try:
@@ -484,13 +485,19 @@ class Judge:
     def lock_waited(self, seconds: float) -> None:
         """A wait over two seconds for the GPU lock (the collectives judge logs it as a progress line)."""
 
-    def _timing_setup(self, cand: Candidate, load: bool) -> dict[str, Any]:
-        """What the timing needs and does not measure: the candidate built at the disclosed
-        shape (its submission loaded first if `load`: a fresh process), the input sets (the
-        reference's copy on the device) and the reference's fingerprint of each set."""
-        shape = self.disclosed
-        if load:
+    def _loaded_setup(self, cand: Candidate, fresh: bool) -> dict[str, Any]:
+        """_timing_setup, the submission loaded first into a `fresh` process (loading may
+        initialise the GPU: it runs under the caller's hold). `fresh` goes with the set-up:
+        such a process makes its first timed call untimed."""
+        if fresh:
             self._load(cand)
+        return {**self._timing_setup(cand), "fresh": fresh}
+
+    def _timing_setup(self, cand: Candidate) -> dict[str, Any]:
+        """What the timing needs and does not measure: the candidate built at the disclosed
+        shape, the input sets (the reference's copy on the device) and the reference's
+        fingerprint of each set."""
+        shape = self.disclosed
         self._build(cand, shape)
         n_sets = int(self.job.get("timing", {}).get("input_sets", 4))
         sets = [self.problem.inputs(shape, self._seed(), "cpu") for _ in range(n_sets)]
@@ -501,14 +508,9 @@ class Judge:
         return {"sets": sets, "ref_prints": ref_prints, "dev_sets": [to_device(s, self.device) for s in sets],
                 "ref_model": self.ref_models.get(shape_key(shape)) or self.problem.model(shape, self.device)}
 
-    def _fresh_candidate(self, cand: Candidate) -> None:
-        """A new candidate process in place of this one, its submission loaded (not yet built)."""
-        cand.restart()
-        self._load(cand)
-
     def _restart_unheld(self, cand: Candidate) -> None:
         """A new candidate process in place of this one, up and answering, its submission not yet
-        loaded. Started outside any GPU hold, as every process start is: it launches nothing."""
+        loaded. Callers start it outside any GPU hold where they can: it launches nothing."""
         cand.restart()
         cand.call({"op": "ready"}, self.trial_timeout)
 
@@ -521,7 +523,7 @@ class Judge:
         cpu = self.device == "cpu"
         iters = int(t.get("iters_cpu" if cpu else "iters", 5 if cpu else 50))
         # a fresh process (Judge.timing) makes its first call untimed, whatever the job says
-        warmup = max(int(t.get("warmup", 3)), 1 if self._fresh_timed_process() else 0)
+        warmup = max(int(t.get("warmup", 3)), 1 if setup["fresh"] else 0)
         hold = int(t.get("hold_bytes", (2 << 30) if cpu else _gpu_hold_bytes()))
         ref_prints, ref_model, dev_sets = setup["ref_prints"], setup["ref_model"], setup["dev_sets"]
         self.stages["timing"] = {"status": "failed", "unit": "cpu_wall" if cpu else "cuda_events", "l2_flush": not cpu}
