@@ -129,20 +129,28 @@ def make_agent(model: str, base_url: str | None, api_key_env: str, options: dict
 
 # ---------------------------------------------------------------- run.json
 
-def _git_commit() -> str | None:
+def git_state(where: Path) -> dict[str, Any]:
+    """The commit of the checkout holding `where`, and whether its tracked files differ from it:
+    a record must not name a commit whose code did not run (an edited checkout, or a copy of
+    the tree beside an older .git, as the device machine gets). None where there is no git."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, cwd=where)
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return {"git": None, "git_dirty": None}
+        changed = git("status", "--porcelain", "--untracked-files=no")
+        return {"git": head.stdout.strip(), "git_dirty": bool(changed.stdout.strip()) if changed.returncode == 0 else None}
     except (OSError, subprocess.SubprocessError):
-        return None
+        return {"git": None, "git_dirty": None}
 
 
 def versions() -> dict[str, Any]:
     import orchestrator
 
     out: dict[str, Any] = {"python": platform.python_version(), "orchestrator": orchestrator.__version__,
-                           "benchmark": getattr(orchestrator, "BENCHMARK_VERSION", None), "git": _git_commit()}
+                           "benchmark": getattr(orchestrator, "BENCHMARK_VERSION", None),
+                           **git_state(Path(__file__).resolve().parent)}
     for name in ("torch", "triton", "openai"):
         try:
             out[name] = __import__(name).__version__

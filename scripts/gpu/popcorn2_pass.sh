@@ -21,7 +21,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 PASS_DIR=${PASS_DIR:-/tmp/popcorn2-pass}; mkdir -p "$PASS_DIR"
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+# The device's .git can be older than the tree it runs: a tree that differs from HEAD says so.
+if [ -z "${COMMIT:-}" ] && COMMIT=$(git rev-parse --short HEAD 2>/dev/null); then
+    git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+modified"
+fi
+COMMIT=${COMMIT:-}
 
 summarize() {  # summarize SEGMENTS_FILE: the pass so far, into $OUT
     python3 scripts/gpu/pass_summary.py "$PASS_DIR/popcorn2-pass" "$1" --rows "$OUT/pass_rows.jsonl" \
