@@ -90,6 +90,9 @@ def test_oracle_passes_and_its_record_validates(tmp_path):
         assert len(timing[side]["round_sizes"]) == len(timing[side]["calls_per_region"]) >= 1
     assert record["sandbox"]["isolation"]["network"] == "namespace"
     assert len(record["stages"]["correctness"]["trials"]) >= 4
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert record["versions"]["git"] == (head or None)  # the code that judged, and whether it was edited
+    assert record["versions"]["git_dirty"] in ((True, False) if head else (None,))
 
 
 def test_calls_per_region_setting_reaches_both_sides(tmp_path):

@@ -15,7 +15,6 @@ import os
 import platform
 import re
 import secrets
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from orchestrator.agent.harness import EpisodeEnv, EpisodeSpec, episode_id
 from orchestrator.agent.records import RunDir
 from orchestrator.agent.tools import DEFAULT_OUTPUT_LIMIT, HARNESS_TOOLS, Scoring
 from orchestrator.errors import UserError
+from orchestrator.provenance import git_state
 
 TRACKS = ("subdomain", "popcorn2", "translation-single", "translation-multi")
 HARNESSES = tuple(HARNESS_TOOLS)
@@ -129,28 +129,11 @@ def make_agent(model: str, base_url: str | None, api_key_env: str, options: dict
 
 # ---------------------------------------------------------------- run.json
 
-def git_state(where: Path) -> dict[str, Any]:
-    """The commit of the checkout holding `where`, and whether its tracked files differ from it:
-    a record must not name a commit whose code did not run (an edited checkout, or a copy of
-    the tree beside an older .git, as the device machine gets). None where there is no git."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, cwd=where)
-    try:
-        head = git("rev-parse", "HEAD")
-        if head.returncode != 0:
-            return {"git": None, "git_dirty": None}
-        changed = git("status", "--porcelain", "--untracked-files=no")
-        return {"git": head.stdout.strip(), "git_dirty": bool(changed.stdout.strip()) if changed.returncode == 0 else None}
-    except (OSError, subprocess.SubprocessError):
-        return {"git": None, "git_dirty": None}
-
-
 def versions() -> dict[str, Any]:
     import orchestrator
 
     out: dict[str, Any] = {"python": platform.python_version(), "orchestrator": orchestrator.__version__,
-                           "benchmark": getattr(orchestrator, "BENCHMARK_VERSION", None),
-                           **git_state(Path(__file__).resolve().parent)}
+                           "benchmark": getattr(orchestrator, "BENCHMARK_VERSION", None), **git_state()}
     for name in ("torch", "triton", "openai"):
         try:
             out[name] = __import__(name).__version__

@@ -24,6 +24,7 @@ from typing import Any
 from orchestrator import BENCHMARK_VERSION, __version__
 from orchestrator.catalog import Entry, find
 from orchestrator.errors import UserError
+from orchestrator.provenance import git_state
 from orchestrator.sandbox.base import Sandbox, SandboxError, SandboxSpec, create
 from orchestrator.scoring import static_analysis
 
@@ -102,7 +103,7 @@ def _base_record(entry: Entry, solution: Path, source: bytes, device: str, mode:
         "failure_detail": "", "passed_disclosed": False, "reward_hack_suspected": False,
         "solution": {"path": str(solution), "sha256": hashlib.sha256(source).hexdigest()},
         "device": {"type": device}, "sandbox": {"backend": "none"}, "stages": {}, "speedup": None, "flags": [],
-        "versions": {"orchestrator": __version__}, "images": {},
+        "versions": {"orchestrator": __version__, **git_state()}, "images": {},
         "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

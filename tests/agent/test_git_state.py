@@ -4,7 +4,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from orchestrator.agent.run import git_state, versions
+from orchestrator.agent.run import versions
+from orchestrator.provenance import git_state
 
 
 def _git(repo: Path, *args: str) -> None:
