@@ -1,4 +1,4 @@
-"""run.json's versions name the commit and whether the checkout's tracked files differ from it."""
+"""Records name the code that made them: the commit, and whether the tracked files differ from it."""
 from __future__ import annotations
 
 import subprocess
