@@ -114,11 +114,23 @@ def load_run(path: str | Path) -> Run:
         latest[record["episode_id"]] = record
     run_id = str(meta.get("run_id") or (records[0]["run_id"] if records else run_dir.name))
     planned = meta.get("planned")
+    edited = _edited_checkout(meta)
+    if edited:
+        warnings.append(f"{meta_path}: {edited}")
     return Run(path=run_dir, run_id=run_id, meta=meta, episodes=list(latest.values()),
                benchmark_version=_version_of(meta, records, run_dir),
                superseded=len(records) - len(latest), warnings=warnings,
                planned=len(planned) if isinstance(planned, list) else None,
                infra_retried=_count_lines(run_dir / "episodes.infra.jsonl"))
+
+
+def _edited_checkout(meta: dict[str, Any]) -> str | None:
+    """A run whose code differed from the commit it names (run.json's versions.git_dirty): its
+    figures are not that commit's, and a reader should know before comparing them."""
+    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+    if versions.get("git_dirty") is not True:
+        return None
+    return f"the run's checkout had edits to tracked files beyond commit {str(versions.get('git'))[:12]} (versions.git_dirty)"
 
 
 def _count_lines(path: Path) -> int:

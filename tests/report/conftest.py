@@ -88,11 +88,12 @@ def numbered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_run(path: Path, records: list[dict[str, Any]], *, run_id: str | None = None,
-              version: str = "0.1.0", transcripts: bool = False, planned: list[str] | None = None) -> Path:
+              version: str = "0.1.0", transcripts: bool = False, planned: list[str] | None = None,
+              versions: dict[str, Any] | None = None) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     run_id = run_id or (records[0]["run_id"] if records else path.name)
     meta = {"run_id": run_id, "benchmark_version": version, "config": {"harness": "st"},
-            "versions": {"benchmark": version}, "run_seed": 1234}
+            "versions": {"benchmark": version, **(versions or {})}, "run_seed": 1234}
     if planned is not None:
         meta["planned"] = [{"episode_id": eid, "problem": eid.split("|")[0], "attempt": 0} for eid in planned]
     (path / "run.json").write_text(json.dumps(meta))

@@ -97,6 +97,17 @@ def test_partial_run_interrupted_mid_write_and_resumed(tmp_path, synth, report, 
     assert row["infra errors"] == 0 and row["correct"] == {"num": 1, "den": 2, "value": 0.5}
 
 
+def test_a_run_from_an_edited_checkout_is_reported_on_stderr(tmp_path, synth, report):
+    records = [synth.episode("correct")]
+    edited = synth.write_run(tmp_path / "edited", records, versions={"git": "ab" * 20, "git_dirty": True})
+    code, out, err = report(edited)
+    assert code == 0 and "correct" in out.lower()
+    assert "edits to tracked files beyond commit abababababab (versions.git_dirty)" in err
+    clean = synth.write_run(tmp_path / "clean", records, run_id="clean", versions={"git": "ab" * 20, "git_dirty": False})
+    code, _, err = report(clean)
+    assert code == 0 and "git_dirty" not in err
+
+
 def test_unknown_grouping_key_is_a_usage_error(tmp_path, synth, report):
     run = synth.write_run(tmp_path / "run-a", [synth.episode("correct")])
     try:
