@@ -27,13 +27,13 @@ def _repo(tmp_path: Path) -> tuple[Path, str]:
 def test_a_clean_checkout_names_its_commit(tmp_path):
     repo, head = _repo(tmp_path)
     (repo / "pkg" / "notes.txt").write_text("untracked files are not the code that ran\n")
-    assert git_state(repo / "pkg") == {"git": head, "git_dirty": False}
+    assert git_state(repo) == {"git": head, "git_dirty": False}
 
 
 def test_an_edited_tracked_file_marks_the_commit_dirty(tmp_path):
     repo, head = _repo(tmp_path)
     (repo / "pkg" / "mod.py").write_text("x = 2\n")
-    assert git_state(repo / "pkg") == {"git": head, "git_dirty": True}
+    assert git_state(repo) == {"git": head, "git_dirty": True}
 
 
 def test_a_tree_beside_an_older_git_is_dirty(tmp_path):
@@ -47,6 +47,13 @@ def test_a_tree_beside_an_older_git_is_dirty(tmp_path):
 
 def test_outside_any_checkout_there_is_no_commit(tmp_path):
     assert git_state(tmp_path) == {"git": None, "git_dirty": None}
+
+
+def test_a_copy_installed_inside_another_repository_names_no_commit(tmp_path):
+    # e.g. site-packages in a virtual environment inside someone's project: not our checkout
+    repo, _ = _repo(tmp_path)
+    (repo / "pkg" / "mod.py").write_text("x = 4\n")
+    assert git_state(repo / "pkg") == {"git": None, "git_dirty": None}
 
 
 def test_versions_carry_the_git_state():
