@@ -21,11 +21,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/env.sh
 PASS_DIR=${PASS_DIR:-/tmp/popcorn2-pass}; mkdir -p "$PASS_DIR"
-# The device's .git can be older than the tree it runs: a tree that differs from HEAD says so.
-if [ -z "${COMMIT:-}" ] && COMMIT=$(git rev-parse --short HEAD 2>/dev/null); then
-    git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+modified"
-fi
-COMMIT=${COMMIT:-}
+# The commit as the records name it (orchestrator/provenance.py): the device's .git can be older
+# than the tree it runs, and a tree that differs from its commit says so.
+COMMIT=${COMMIT:-$(python3 -c 'from orchestrator.provenance import git_state; s = git_state()
+print((s["git"] or "")[:7] + ("+modified" if s["git_dirty"] else ""))' 2>/dev/null)}
 
 summarize() {  # summarize SEGMENTS_FILE: the pass so far, into $OUT
     python3 scripts/gpu/pass_summary.py "$PASS_DIR/popcorn2-pass" "$1" --rows "$OUT/pass_rows.jsonl" \
