@@ -1,8 +1,10 @@
 #!/bin/bash
 # Screen one oracle for flaky correctness: a check-mode eval (disclosed shape: fresh, in-place,
 # repeat and loaded trials) of problems/PROBLEM/solutions/oracle.py at one stress seed, printed
-# as one JSON line. Many at once on the device, e.g. every single-GPU problem at seed 11:
-#   ls problems/*/*/*/solutions/oracle.py | sed 's#problems/##; s#/solutions/oracle.py##' \
+# as one JSON line. Many at once on the device, e.g. every single-GPU oracle at seed 11 (the
+# manifests say which problems are collectives: they need two GPUs):
+#   python3 -m orchestrator list --track subdomain --json | python3 -c "import json, sys; [print(r['id'])
+#     for r in map(json.loads, sys.stdin) if r['oracle'] and not r['collectives']]" \
 #     | awk '{print $0" 11"}' | xargs -P 6 -L 1 bash scripts/gpu/oracle_screen.sh > $OUT/screen.jsonl
 # SCREEN_TIMEOUT_S (default 200) bounds each eval; rc 124 means it ran out, not that it failed
 # (bfs_level_expand's correctness stage alone takes ~145 s on an H100).
