@@ -98,7 +98,10 @@ def load_catalog(settings: Any) -> list[Entry]:
 
 
 def select(entries: Iterable[Entry], track: str | None = None, domain: str | None = None,
-           level: int | None = None, pattern: str | None = None) -> list[Entry]:
+           level: int | None = None, pattern: str | None = None, *,
+           oracle: bool = False, single_gpu: bool = False) -> list[Entry]:
+    """Entries matching every filter given; `oracle`: only those with an oracle solution of ours;
+    `single_gpu`: only those that run on one GPU (no collectives)."""
     if track is not None and track not in TRACKS:
         raise UserError(f"unknown track {track!r} (known: {', '.join(TRACKS)})")
     out = []
@@ -110,6 +113,8 @@ def select(entries: Iterable[Entry], track: str | None = None, domain: str | Non
         if level is not None and e.level != level:
             continue
         if pattern and not any(fnmatch.fnmatch(e.id, p.strip()) for p in pattern.split(",")):
+            continue
+        if (oracle and not e.oracle) or (single_gpu and e.collectives):
             continue
         out.append(e)
     return out
@@ -130,7 +135,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--domain", choices=["graph", "biology", "robotics", "probability"], help="only this domain")
     parser.add_argument("--level", type=int, choices=[1, 2, 3, 5], help="only this level (5: translation)")
     parser.add_argument("--problems", dest="pattern", help="glob(s) over ids, comma-separated")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    parser.add_argument("--oracle", action="store_true", help="only entries with an oracle solution of ours")
+    parser.add_argument("--single-gpu", action="store_true", help="only entries that run on one GPU (no collectives)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    output.add_argument("--ids", action="store_true", help="only the ids, one per line (for xargs)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -138,7 +147,11 @@ def main(args: argparse.Namespace) -> int:
 
     from orchestrator.config import Settings
 
-    entries = select(load_catalog(Settings.from_args(args)), args.track, args.domain, args.level, args.pattern)
+    entries = select(load_catalog(Settings.from_args(args)), args.track, args.domain, args.level, args.pattern,
+                     oracle=args.oracle, single_gpu=args.single_gpu)
+    if args.ids:
+        print("\n".join(e.id for e in entries))
+        return 0
     if args.json:
         for e in entries:
             print(json.dumps({"id": e.id, "title": e.manifest.get("title"), "tracks": list(e.tracks),

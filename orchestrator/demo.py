@@ -63,8 +63,7 @@ def main(args: argparse.Namespace) -> int:
     device = settings.resolved_device()
     if args.stress is None:
         settings = settings.model_copy(update={"stress": 8 if device == "cuda" else 2})
-    entries = [e for e in select(load_catalog(settings), track=args.track, pattern=args.pattern)
-               if e.oracle and not e.collectives]
+    entries = select(load_catalog(settings), track=args.track, pattern=args.pattern, oracle=True, single_gpu=True)
     if device == "cpu" and not args.pattern and not args.all:
         entries = one_per_cell(entries)
     if not entries:

@@ -162,12 +162,22 @@ def test_list_filters():
     assert SPMV in ids and all(i.startswith("graph/") for i in ids)
 
 
+def test_list_ids_of_single_gpu_oracles_match_the_json_fields():
+    rows = [json.loads(line) for line in cli("list", "--track", "subdomain", "--json").stdout.splitlines()]
+    r = cli("list", "--track", "subdomain", "--oracle", "--single-gpu", "--ids")
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert ids == [row["id"] for row in rows if row["oracle"] and not row["collectives"]]
+    assert SPMV in ids and not any("distributed_" in i for i in ids)
+    assert any(row["collectives"] for row in rows) and len(ids) < len(rows)
+
+
 def test_cpu_demo_scores_one_oracle_per_domain_and_level():
     from orchestrator.catalog import load_catalog, select
     from orchestrator.config import Settings
     from orchestrator.demo import one_per_cell
 
-    entries = [e for e in select(load_catalog(Settings()), track="subdomain") if e.oracle and not e.collectives]
+    entries = select(load_catalog(Settings()), track="subdomain", oracle=True, single_gpu=True)
     chosen = one_per_cell(entries)
     cells = {(e.domain, e.level) for e in entries}
     assert len(chosen) == len(cells) and {(e.domain, e.level) for e in chosen} == cells

@@ -83,7 +83,7 @@ def problems(args: list[str]) -> list[tuple]:
     from orchestrator.catalog import load_catalog, select
     from orchestrator.config import Settings
 
-    entries = [e for e in select(load_catalog(Settings()), track="subdomain") if not e.collectives]
+    entries = select(load_catalog(Settings()), track="subdomain", single_gpu=True)
     wanted = [(glob, shape_changes(changes)) for glob, _, changes in (a.partition("@") for a in args)] or [("*", {})]
     picked = [(e, changes) for glob, changes in wanted for e in entries if fnmatch.fnmatch(e.id, glob)]
     index, count = (int(x) for x in os.environ.get("SHARD", "0/1").split("/"))

@@ -3,8 +3,7 @@
 # repeat and loaded trials) of problems/PROBLEM/solutions/oracle.py at one stress seed, printed
 # as one JSON line. Many at once on the device, e.g. every single-GPU oracle at seed 11 (the
 # manifests say which problems are collectives: they need two GPUs):
-#   python3 -m orchestrator list --track subdomain --json | python3 -c "import json, sys; [print(r['id'])
-#     for r in map(json.loads, sys.stdin) if r['oracle'] and not r['collectives']]" \
+#   python3 -m orchestrator list --track subdomain --oracle --single-gpu --ids \
 #     | awk '{print $0" 11"}' | xargs -P 6 -L 1 bash scripts/gpu/oracle_screen.sh > $OUT/screen.jsonl
 # SCREEN_TIMEOUT_S (default 200) bounds each eval; rc 124 means it ran out, not that it failed
 # (bfs_level_expand's correctness stage alone takes ~145 s on an H100).

@@ -53,8 +53,7 @@ def oracles(pattern: str | None, stress: int) -> None:
         pattern = ",".join(order)
     ceiling = ceilings()["copy_gbs"]
     settings = Settings(device=os.environ.get("DEVICE", "cuda"), sandbox="local", stress=stress)
-    entries = [e for e in select(load_catalog(settings), track="subdomain", pattern=pattern)
-               if e.oracle and not e.collectives]
+    entries = select(load_catalog(settings), track="subdomain", pattern=pattern, oracle=True, single_gpu=True)
 
     def one(e):
         t0 = time.perf_counter()
@@ -138,7 +137,7 @@ def references(pattern: str | None) -> None:
 
     from concurrent.futures import ThreadPoolExecutor
 
-    entries = [e for e in select(load_catalog(Settings()), track="subdomain", pattern=pattern) if not e.collectives]
+    entries = select(load_catalog(Settings()), track="subdomain", pattern=pattern, single_gpu=True)
     if os.environ.get("WITHOUT_ORACLE") == "1":
         entries = [e for e in entries if not e.oracle]
     with ThreadPoolExecutor(int(os.environ.get("PARALLEL", 1))) as pool:
